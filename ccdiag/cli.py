@@ -1,0 +1,78 @@
+"""The ``ccdiag`` command line. Each command parses options, calls ``ccdiag.api``, renders.
+
+Exit status: 0 success; 1 the analysis ran and a ``--fail-over`` threshold was exceeded;
+2 bad input (one line naming the file and the problem, never a traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ccdiag.errors import InputError
+
+app = typer.Typer(
+    name="ccdiag",
+    help="Diagnose why GPU workloads run slower under NVIDIA Confidential Computing.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+
+StepOpt = Annotated[
+    Optional[str],  # noqa: UP045 (typer needs Optional on 3.10)
+    typer.Option("--step", help="Step marker name (annotation or NVTX range); detected if omitted."),
+]
+
+
+def _write_json(obj: object, dest: str) -> None:
+    """Write JSON to a file, or to stdout when dest is '-'."""
+    text = json.dumps(obj, indent=2, sort_keys=False) + "\n"
+    if dest == "-":
+        sys.stdout.write(text)
+    else:
+        Path(dest).write_text(text)
+
+
+@app.command()
+def summary(
+    trace: Annotated[Path, typer.Argument(help="Trace file or folder of per-rank files.")],
+    json_out: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--json", help="Write the summary as JSON to FILE, or '-' for stdout."),
+    ] = None,
+    step: StepOpt = None,
+) -> None:
+    """Counts and totals of one trace.
+
+    Example: ccdiag summary sample_traces/decode_eager/baseline.json.gz --json -
+    """
+    from ccdiag import api
+    from ccdiag.report.text import render_summary
+
+    result = api.summarize(api.load_trace(trace, step=step))
+    if json_out is not None:
+        _write_json(result, json_out)
+        if json_out == "-":
+            return
+    render_summary(result)
+
+
+def main() -> None:
+    """Entry point: runs the typer app, turning input errors into exit status 2."""
+    try:
+        app()
+    except InputError as exc:
+        sys.stderr.write(f"ccdiag: error: {exc.line()}\n")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.stderr.write("ccdiag: interrupted\n")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""The one event schema every parser produces, and the trace container.
+
+Every parser (Kineto JSON, Nsight Systems SQLite / .nsys-rep, nsys stats CSV) returns a
+:class:`Trace`: one polars frame of events in :class:`EventSchema` plus :class:`TraceMeta`.
+Times are Int64 nanoseconds (``start_ns``, ``dur_ns``); the Kineto parser converts its
+microseconds once and nothing downstream converts again.
+
+Column meanings
+---------------
+kind         what the row is (:class:`Kind`).
+name         event name. API names are normalized: nsys's ``_v3020`` suffixes dropped.
+start_ns     start on the trace's own clock (ns). Comparable only within one trace.
+dur_ns       duration (ns), >= 0.
+pid, tid     host process / thread (GPU rows: pid of the owning process, tid null).
+device       GPU index for GPU rows (kernel, memcpy, memset, collective, GPU annotations).
+stream       CUDA stream id for GPU rows.
+correlation  joins an API call to the GPU work it launched, *within one process* (pid).
+external_id  Kineto "External id": joins a cpu_op to the runtime calls it made.
+bytes        bytes moved (memcpy, memset, UVM migration, collective message size).
+copy_kind    HtoD / DtoH / DtoD / PtoP / HtoH, decided from the memory kinds, not the label:
+             under CC a pinned H2D shows as "Device-to-Device" with a Managed source.
+src_mem      memory kind of the copy source (:class:`MemKind`).
+dst_mem      memory kind of the copy destination.
+graph        GPU rows: launched from a CUDA graph. Runtime rows: the call is a graph launch.
+non_blocking cpu_op copies (aten::copy_ / aten::to / aten::_to_copy): the non_blocking flag,
+             when the trace recorded inputs; null when unknown.
+domain       NVTX domain of an annotation, when not the default domain.
+rank         distributed rank (0 for single-process traces).
+step         step index the event belongs to (null outside steps). GPU rows inherit the step
+             of the host call that launched them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import dataframely as dy
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Kind(str, enum.Enum):
+    """What an event row is."""
+
+    CPU_OP = "cpu_op"
+    ANNOTATION = "annotation"
+    PYTHON = "python"
+    RUNTIME = "runtime"
+    DRIVER = "driver"
+    KERNEL = "kernel"
+    COLLECTIVE = "collective"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    SYNC = "sync"
+    UVM_FAULT = "uvm_fault"
+    OVERHEAD = "overhead"
+
+
+class CopyKind(str, enum.Enum):
+    """Direction of a copy, decided from memory kinds."""
+
+    HTOD = "HtoD"
+    DTOH = "DtoH"
+    DTOD = "DtoD"
+    PTOP = "PtoP"
+    HTOH = "HtoH"
+
+
+class MemKind(str, enum.Enum):
+    """Memory kind of one side of a copy (nsys numbering is mapped by name, not number)."""
+
+    PAGEABLE = "pageable"
+    PINNED = "pinned"
+    DEVICE = "device"
+    MANAGED = "managed"
+    ARRAY = "array"
+    UNKNOWN = "unknown"
+
+
+KINDS = [k.value for k in Kind]
+COPY_KINDS = [k.value for k in CopyKind]
+MEM_KINDS = [k.value for k in MemKind]
+
+#: GPU-side kinds (rows that run on a device/stream).
+GPU_KINDS = frozenset({Kind.KERNEL, Kind.COLLECTIVE, Kind.MEMCPY, Kind.MEMSET})
+#: Host-side API kinds.
+API_KINDS = frozenset({Kind.RUNTIME, Kind.DRIVER})
+
+
+class EventSchema(dy.Schema):
+    """The normalized event table. Validate at the parser boundary with ``validate_events``."""
+
+    kind = dy.Enum(KINDS, nullable=False)
+    name = dy.String(nullable=False)
+    start_ns = dy.Int64(nullable=False)
+    dur_ns = dy.Int64(nullable=False)
+    pid = dy.Int64(nullable=True)
+    tid = dy.Int64(nullable=True)
+    device = dy.Int32(nullable=True)
+    stream = dy.Int64(nullable=True)
+    correlation = dy.Int64(nullable=True)
+    external_id = dy.Int64(nullable=True)
+    bytes = dy.Int64(nullable=True)
+    copy_kind = dy.Enum(COPY_KINDS, nullable=True)
+    src_mem = dy.Enum(MEM_KINDS, nullable=True)
+    dst_mem = dy.Enum(MEM_KINDS, nullable=True)
+    graph = dy.Bool(nullable=True)
+    non_blocking = dy.Bool(nullable=True)
+    domain = dy.String(nullable=True)
+    rank = dy.Int32(nullable=False)
+    step = dy.Int32(nullable=True)
+
+    @dy.rule()
+    def duration_not_negative(cls) -> pl.Expr:  # noqa: N805
+        return pl.col("dur_ns") >= 0
+
+    @dy.rule()
+    def gpu_rows_have_a_stream(cls) -> pl.Expr:  # noqa: N805
+        gpu = pl.col("kind").is_in([k.value for k in GPU_KINDS])
+        return ~gpu | pl.col("stream").is_not_null() | pl.col("device").is_null()
+
+
+#: Column order and dtypes, for parsers that build frames column by column.
+EVENT_COLUMNS: dict[str, pl.DataType] = dict(EventSchema.create_empty().schema)
+
+
+def empty_events() -> pl.DataFrame:
+    """An empty frame with the event schema."""
+    return EventSchema.create_empty()
+
+
+def conform(columns: dict[str, Any], height: int | None = None) -> pl.DataFrame:
+    """Build an event frame from a dict of columns; missing columns become nulls.
+
+    Casts every column to the schema's dtype. Use before :func:`validate_events`.
+    """
+    n = height if height is not None else max((len(v) for v in columns.values()), default=0)
+    data = {}
+    for col, dtype in EVENT_COLUMNS.items():
+        if col in columns:
+            data[col] = pl.Series(col, columns[col]).cast(dtype, strict=False)
+        elif col == "rank":
+            data[col] = pl.repeat(0, n, dtype=dtype, eager=True).alias(col)
+        else:
+            data[col] = pl.repeat(None, n, dtype=dtype, eager=True).alias(col)
+    return pl.DataFrame(data)
+
+
+def validate_events(df: pl.DataFrame) -> pl.DataFrame:
+    """Validate (and cast) a frame against :class:`EventSchema`; raises on violations."""
+    return EventSchema.validate(df.select(list(EVENT_COLUMNS)), cast=True)
+
+
+class TraceMeta(BaseModel):
+    """Facts about one trace (or one folder of per-rank traces)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="file or folder name (never a full path)")
+    format: str = Field(description="kineto | nsys_sqlite | nsys_rep | nsys_csv")
+    profiler: str = Field(description="torch.profiler | nsys")
+    files: list[str] = Field(default_factory=list, description="file names read")
+    size_bytes: int = 0
+    gpu: str | None = None
+    gpus: list[str] = Field(default_factory=list)
+    driver_version: str | None = None
+    cuda_runtime: str | None = None
+    cuda_driver: str | None = None
+    torch_version: str | None = None
+    nccl_version: str | None = None
+    schema_version: str | None = Field(default=None, description="the file format's version")
+    cc_mode: str | None = Field(default=None, description="off | on | devtools, when stated")
+    rank: int | None = None
+    world_size: int | None = None
+    ranks: list[int] = Field(default_factory=list)
+    host_only: bool = Field(default=False, description="no GPU activity recorded")
+    n_events: int = 0
+    skipped: dict[str, int] = Field(default_factory=dict, description="skipped events by reason")
+    warnings: list[str] = Field(default_factory=list)
+    step_marker: str | None = None
+    extra: dict[str, str] = Field(default_factory=dict)
+
+
+@dataclass
+class Trace:
+    """One parsed trace: events, steps and metadata.
+
+    ``steps`` has columns rank (Int32), step (Int32), name (String), start_ns, end_ns,
+    dur_ns (Int64): the step windows on each rank's host timeline.
+    """
+
+    events: pl.DataFrame
+    meta: TraceMeta
+    steps: pl.DataFrame = field(default_factory=lambda: empty_steps())
+
+
+STEP_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int32(),
+    "step": pl.Int32(),
+    "name": pl.String(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+}
+
+
+def empty_steps() -> pl.DataFrame:
+    """An empty step table."""
+    return pl.DataFrame(schema=STEP_COLUMNS)

@@ -1,0 +1,118 @@
+"""The diagnosis as data: the JSON contract of ``ccdiag analyze --json`` and ``ccdiag report``.
+
+Pydantic models, so the contract has a published JSON Schema (``ccdiag schema``) and every
+report is validated before it is written. Rendering (text, Markdown, HTML, figures) lives in
+``ccdiag.report`` and ``ccdiag.app``, never here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+MECHANISMS = (
+    "launch_toll",
+    "serialized_copies",
+    "blocked_non_blocking",
+    "encrypted_collectives",
+    "uvm_migration",
+    "sync_stall",
+    "one_time_setup",
+)
+"""Mechanism ids. ``unattributed`` is the residual, reported separately."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Spread(_Model):
+    """Per-step statistics of one quantity (ns)."""
+
+    median: int
+    p10: int
+    p90: int
+    mean: int
+    ci95_low: int = Field(description="95% confidence interval of the median, low end")
+    ci95_high: int
+    n: int
+
+
+class StepTimes(_Model):
+    """Per-step time of both runs and their difference (ns per step, medians)."""
+
+    baseline: int
+    treatment: int
+    delta: int
+    ratio: float
+    baseline_spread: Spread
+    treatment_spread: Spread
+    delta_ci95: tuple[int, int] = Field(description="95% CI of the median delta (bootstrap)")
+    significant: bool = Field(description="delta exceeds the noise (CI excludes 0)")
+
+
+class Recommendation(_Model):
+    """One fix with its predicted recovery."""
+
+    fix: str = Field(description="short id, e.g. cuda_graphs, drain_thread, bucket_cap_mb")
+    predicted_recovery_ns_per_step: int
+    share: float = Field(description="predicted recovery as a share of the step delta")
+    text: str
+    method: str = Field(description="how the prediction was made")
+
+
+class Attribution(_Model):
+    """The part of the per-step delta one mechanism explains."""
+
+    mechanism: str
+    rule: str = Field(description="rule code, e.g. LA01")
+    ns_per_step: int
+    share: float = Field(description="share of the step delta")
+    confidence: Literal["low", "medium", "high"]
+    summary: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    recommendations: list[Recommendation] = Field(default_factory=list)
+
+
+class RuleOutcome(_Model):
+    """Whether a rule fired, found nothing, or could not check."""
+
+    code: str
+    name: str
+    mechanism: str
+    outcome: Literal["fired", "clean", "skipped"]
+    reason: str = ""
+
+
+class TraceInfo(_Model):
+    """What was read for one side of the pair."""
+
+    source: str
+    format: str
+    profiler: str
+    steps: int
+    step_marker: str | None
+    metadata: dict[str, Any]
+    skipped: dict[str, int]
+
+
+class Report(_Model):
+    """The verdict of one paired analysis."""
+
+    schema_version: str = SCHEMA_VERSION
+    ccdiag_version: str
+    baseline: TraceInfo
+    treatment: TraceInfo
+    step_ns: StepTimes
+    attribution: list[Attribution]
+    unattributed_ns_per_step: int
+    unattributed_share: float
+    rules: list[RuleOutcome]
+    recommendations: list[Recommendation] = Field(
+        description="all recommendations, ranked by predicted recovery"
+    )
+    warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
