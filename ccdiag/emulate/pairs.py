@@ -1,0 +1,250 @@
+"""Paired traces with known truth: baseline (CC off) and emulated CC (treatment) in one process.
+
+    python -m ccdiag.emulate.pairs WORKLOAD --out DIR --platform b200 --mechanisms launch,copy
+
+runs the workload under the LD_PRELOAD shim (re-executing itself with it when needed) through
+interleaved phases that differ only in which emulated mechanisms are on:
+
+    round r:  baseline (none) | treatment (all) | only_<m> for each mechanism m
+
+Every phase is profiled the same way (torch.profiler, same schedule), so profiler overhead is the
+same in all of them. Round 0's baseline and treatment traces are kept as the pair; all rounds give
+step times. ``ground_truth.json`` records, per mechanism id:
+
+- ``injected_ns_per_step``: what the shim injected in the treatment steps (exact counters);
+- ``impact_ns_per_step``: median step time with only that mechanism on minus the baseline median,
+  with a bootstrap 95 % interval — the mechanism's measured effect on the step, which is what
+  ccdiag's attribution is judged against (injected time the GPU hides has no impact).
+
+Mechanism names: launch -> launch_toll, copy_pad -> serialized_copies, copy_sync ->
+blocked_non_blocking, collective -> encrypted_collectives ("copy" = copy_pad + copy_sync).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MECH_IDS = {
+    "launch": "launch_toll",
+    "copy_pad": "serialized_copies",
+    "copy_sync": "blocked_non_blocking",
+    "collective": "encrypted_collectives",
+}
+
+
+def expand(mechanisms: list[str]) -> list[str]:
+    """Split ``copy`` into its two parts; keep order; drop duplicates."""
+    out: list[str] = []
+    for m in mechanisms:
+        for part in (["copy_pad", "copy_sync"] if m == "copy" else [m]):
+            if part not in MECH_IDS:
+                raise SystemExit(f"unknown mechanism {part!r}; choose from launch, copy, collective")
+            if part not in out:
+                out.append(part)
+    return out
+
+
+def spread(values: list[int], seed: int = 0) -> dict[str, Any]:
+    """Median, p10, p90 and a bootstrap 95 % CI of the median."""
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        return {"n": 0}
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(v, k=n)) for _ in range(1000))
+    return {
+        "n": n,
+        "median": int(statistics.median(v)),
+        "p10": int(v[int(0.1 * (n - 1))]),
+        "p90": int(v[int(0.9 * (n - 1))]),
+        "ci95": [int(meds[25]), int(meds[974])],
+    }
+
+
+def diff_spread(a: list[int], b: list[int], seed: int = 0) -> dict[str, Any]:
+    """median(b) - median(a) with a bootstrap 95 % CI."""
+    rng = random.Random(seed)
+    boots = sorted(
+        statistics.median(rng.choices(b, k=len(b))) - statistics.median(rng.choices(a, k=len(a)))
+        for _ in range(1000)
+    )
+    return {"value": int(statistics.median(b) - statistics.median(a)), "ci95": [int(boots[25]), int(boots[974])]}
+
+
+def _ensure_shim(argv: list[str]) -> None:
+    """Re-exec this process with the shim preloaded, unless it already is."""
+    from ccdiag.emulate.shim import ShimControl, build_shim
+
+    if ShimControl.loaded():
+        return
+    shim = build_shim()
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(shim)
+    os.execve(sys.executable, [sys.executable, "-m", "ccdiag.emulate.pairs", *argv], env)
+
+
+def _init_dist() -> tuple[int, int]:
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1
+    import torch
+    import torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
+    return rank, dist.get_world_size()
+
+
+def run_phase(wl: Any, ctl: Any, mechs: list[str], out: Path | None, label: str, args: argparse.Namespace,
+              rank: int, world: int, cpu_only: bool = False) -> tuple[list[int], list[dict]]:
+    """Run warmup + profiled steps with these mechanisms on; return step ns and shim step counters."""
+    import torch
+
+    from ccdiag.profiling import Capture
+
+    ctl.set_mechanisms([m for m in mechs if m != "collective"])
+    if hasattr(wl, "collective_on"):
+        wl.collective_on = "collective" in mechs
+    if world > 1:
+        torch.distributed.barrier()
+    if args.backend == "none":  # timing only, no profiler at all
+        first = ctl.current_step() + args.warmup
+        times = []
+        for i in range(args.warmup + args.steps):
+            t0 = time.perf_counter_ns()
+            wl.step(i)
+            if i >= args.warmup:
+                times.append(time.perf_counter_ns() - t0)
+            ctl.mark_step()
+        return times, ctl.counters()["steps"][first: first + args.steps]
+    cap = Capture(out or Path("/tmp/ccdiag-discard"), label, steps=args.steps, warmup=args.warmup,
+                  cpu_only=cpu_only, rank=rank if world > 1 else None, mode=args.backend)
+    if out is None:
+        cap._export = lambda prof: None  # type: ignore[method-assign]  # ablation: times only
+    first_counter_step = ctl.current_step() + args.warmup
+    times: list[int] = []
+    with cap:
+        for i in range(cap.total_steps):
+            t0 = time.perf_counter_ns()
+            wl.step(i)
+            t1 = time.perf_counter_ns()
+            if i >= args.warmup:
+                times.append(t1 - t0)
+            cap.step()
+    counters = ctl.counters()["steps"][first_counter_step: first_counter_step + args.steps]
+    return times, counters
+
+
+def injected(counters: list[dict], mech: str) -> int:
+    """Median per-step injected ns of one shim mechanism."""
+    key = {"launch": lambda s: s["launch_ns"] + s["graph_ns"], "copy_pad": lambda s: s["copy_pad_ns"],
+           "copy_sync": lambda s: s["copy_wait_ns"]}.get(mech)
+    if key is None or not counters:
+        return 0
+    return int(statistics.median(key(s) for s in counters))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(prog="python -m ccdiag.emulate.pairs", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload")
+    p.add_argument("--out", required=True)
+    p.add_argument("--platform", default="b200")
+    p.add_argument("--mechanisms", default="launch,copy")
+    p.add_argument("--layer", default="auto", choices=["auto", "runtime", "driver"])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--backend", default="torch", choices=["torch", "nsys", "none"],
+                   help="torch.profiler traces; NVTX ranges for a run under nsys; or timing only")
+    p.add_argument("--phases", default="", help="run only these phases (comma list), e.g. treatment")
+    p.add_argument("--host-only-treatment", action="store_true",
+                   help="also write treatment_host_only (CPU-only profile, as in CC mode 'on')")
+    p.add_argument("--kw", action="append", default=[], help="workload option key=value")
+    args = p.parse_args(argv)
+
+    from ccdiag.emulate.platforms import get_platform, shim_env
+
+    platform = get_platform(args.platform)
+    mechs = expand([m for m in args.mechanisms.split(",") if m])
+    for k, v in shim_env(platform, ["launch", "copy"], args.layer).items():
+        if k != "CCDIAG_EMU_MECH":
+            os.environ.setdefault(k, v)
+    os.environ["CCDIAG_EMU_PLATFORM"] = platform.name
+    _ensure_shim(argv)  # re-exec with the shim and the environment above
+
+    from ccdiag.emulate import workloads
+    from ccdiag.emulate.shim import ShimControl
+
+    ctl = ShimControl()
+    ctl.set_mechanisms([])
+    rank, world = _init_dist()
+    kw = dict(item.split("=", 1) for item in args.kw)
+    kw = {k: (float(v) if v.replace(".", "", 1).isdigit() and "." in v else int(v) if v.isdigit() else v)
+          for k, v in kw.items()}
+    wl = workloads.WORKLOADS[args.workload](**kw)
+    wl.setup()
+    out = Path(args.out)
+    phases = [("baseline", []), ("treatment", mechs)]
+    if len(mechs) > 1:
+        phases += [(f"only_{m}", [m]) for m in mechs]
+    if args.phases:
+        phases = [ph for ph in phases if ph[0] in args.phases.split(",")]
+    times: dict[str, list[int]] = {name: [] for name, _ in phases}
+    treat_counters: list[dict] = []
+    for r in range(args.rounds):
+        for name, on in phases:
+            keep = r == 0 and name in ("baseline", "treatment") and args.backend == "torch"
+            t, c = run_phase(wl, ctl, on, out if keep else None, name, args, rank, world)
+            times[name] += t
+            if name == "treatment":
+                treat_counters += c
+    if args.host_only_treatment:
+        run_phase(wl, ctl, mechs, out, "treatment_host_only", args, rank, world, cpu_only=True)
+    ctl.set_mechanisms([])
+    calls = ctl.counters()["calls"]
+    if "baseline" not in times or "treatment" not in times:
+        print(json.dumps({name: spread(v) for name, v in times.items()}))
+        return 0
+    base = times["baseline"]
+    truth = {
+        "workload": {"name": args.workload, **kw},
+        "platform": platform.to_dict(),
+        "mechanisms": [MECH_IDS[m] for m in mechs],
+        "emulator_layer": args.layer,
+        "rank": rank,
+        "world_size": world,
+        "profiled_steps_per_phase": args.steps,
+        "rounds": args.rounds,
+        "step_ns": {name: spread(v) for name, v in times.items()},
+        "delta_ns_per_step": diff_spread(base, times["treatment"]),
+        "impact_ns_per_step": {
+            MECH_IDS[m]: diff_spread(base, times[f"only_{m}"] if len(mechs) > 1 else times["treatment"])
+            for m in mechs
+        },
+        "injected_ns_per_step": {MECH_IDS[m]: injected(treat_counters, m) for m in mechs if m != "collective"},
+        "shim_calls": calls,
+    }
+    suffix = f".rank{rank}" if world > 1 else ""
+    out.mkdir(parents=True, exist_ok=True)
+    name = "ground_truth" if args.backend == "torch" else f"timing_{args.backend}"
+    (out / f"{name}{suffix}.json").write_text(json.dumps(truth, indent=2) + "\n")
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

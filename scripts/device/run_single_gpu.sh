@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (repo root): single-GPU sample pairs, nsys pair, timing runs.
+# Writes $OUT/single.tar.gz and $OUT/log_single.txt. Needs: python3 with torch, a C compiler,
+# optionally .debs/libdw1+libelf1 for the bundled nsys (see ../shared/tools/NSYS.md).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+W=/tmp/ccdiag_work; rm -rf "$W"; mkdir -p "$W"
+exec > >(tee -a "$OUT/log_single.txt") 2>&1
+export PYTHONPATH=$PWD CCDIAG_CACHE=/tmp/ccd PYTHONUNBUFFERED=1
+t() { echo "=== $(date +%T) $*"; }
+t start; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c 'import torch;print(torch.__version__, torch.version.cuda, torch.cuda.device_count())'
+nproc
+PAIRS="python3 -m ccdiag.emulate.pairs"
+LAYER=auto
+t smoke; if ! timeout 120 $PAIRS decode --out $W/smoke --backend none --steps 3 --warmup 1 --rounds 1 --mechanisms launch,copy; then
+  echo "SMOKE FAILED with layer auto; falling back to runtime"; LAYER=runtime; fi
+cat $W/smoke/timing_none.json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print("shim_calls", d["shim_calls"])' || true
+run() { t "$@"; timeout 240 $PAIRS "$@" --layer $LAYER || echo "FAILED: $*"; }
+run decode --out $W/decode_eager --kw mode=eager --mechanisms launch,copy --host-only-treatment
+run decode --out $W/decode_graph --kw mode=graph --mechanisms launch,copy
+run kv_offload --out $W/kv_offload --mechanisms copy
+run async_readback --out $W/async_readback --mechanisms copy
+# B200 ratios without any profiler (issue 3): eager and graph decode, launch+copy
+run decode --out $W/timing_eager --kw mode=eager --mechanisms launch,copy --backend none --steps 50 --rounds 3
+run decode --out $W/timing_graph --kw mode=graph --mechanisms launch,copy --backend none --steps 50 --rounds 3
+t runtime-layer; timeout 240 $PAIRS decode --out $W/timing_eager_runtime_layer --kw mode=eager --mechanisms launch --backend none --steps 50 --rounds 2 --layer runtime || echo FAILED runtime layer
+# Nsight Systems pair
+NSYS=$(find /opt/nvidia -name nsys -type f -path '*target-linux-x64*' 2>/dev/null | head -1)
+if [ -n "$NSYS" ] && ls .debs/*.deb >/dev/null 2>&1; then
+  mkdir -p /tmp/dw && for f in .debs/*.deb; do dpkg -x $f /tmp/dw; done
+  export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  N="$NSYS profile -t cuda,nvtx -s none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop --force-overwrite true"
+  mkdir -p $W/decode_eager_nsys
+  for ph in baseline treatment; do
+    t nsys $ph; timeout 200 $N -o $W/decode_eager_nsys/$ph $PAIRS decode --out $W/decode_eager_nsys/meta --kw mode=eager \
+      --mechanisms launch,copy --backend nsys --phases $ph --rounds 1 --steps 15 --layer $LAYER || echo "FAILED nsys $ph"
+    t export $ph; timeout 120 $NSYS export --type sqlite --force-overwrite true -o $W/decode_eager_nsys/$ph.sqlite $W/decode_eager_nsys/$ph.nsys-rep || echo "FAILED export $ph"
+  done
+  $NSYS --version
+else echo "no nsys ($NSYS) or no .debs"; fi
+t pack; ls -laR $W | head -80
+tar -C $W -czf $OUT/single.tar.gz --exclude='smoke' . ; ls -la $OUT
+t done
