@@ -85,10 +85,10 @@ def _ensure_shim(argv: list[str]) -> None:
 
     if ShimControl.loaded():
         return
-    shim = build_shim()
+    shim = build_shim(driver_layer=os.environ.get("CCDIAG_EMU_LAYER") == "driver")
     env = dict(os.environ)
     env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(shim)
-    os.execve(sys.executable, [sys.executable, "-m", "ccdiag.emulate.pairs", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-X", "faulthandler", "-m", "ccdiag.emulate.pairs", *argv], env)
 
 
 def _init_dist() -> tuple[int, int]:

@@ -31,18 +31,19 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def build_shim(force: bool = False, out_dir: Path | None = None) -> Path:
+def build_shim(force: bool = False, out_dir: Path | None = None, driver_layer: bool = False) -> Path:
     """Compile the shim (once per source version) and return the .so path.
 
     Args:
         force: rebuild even when a cached build exists.
         out_dir: where to put it (default: the cache folder).
+        driver_layer: also interpose dlsym/cuGetProcAddress (experimental; see cc_shim.c).
 
     Returns:
         Path of ``libccdiag_cc_shim-<hash>.so``.
     """
     src = SOURCE.read_bytes()
-    digest = hashlib.sha256(src).hexdigest()[:12]
+    digest = hashlib.sha256(src + (b"driver" if driver_layer else b"")).hexdigest()[:12]
     dest_dir = out_dir or cache_dir()
     dest = dest_dir / f"libccdiag_cc_shim-{digest}.so"
     if dest.exists() and not force:
@@ -52,7 +53,9 @@ def build_shim(force: bool = False, out_dir: Path | None = None) -> Path:
         raise ShimBuildError("no C compiler found (install gcc, or set CC)")
     dest_dir.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [cc, "-O2", "-shared", "-fPIC", str(SOURCE), "-o", str(tmp), "-ldl", "-lpthread"]
+    cmd = [cc, "-O2", "-Wall", "-Wno-unused-function", "-shared", "-fPIC", str(SOURCE), "-o", str(tmp), "-ldl", "-lpthread"]
+    if driver_layer:
+        cmd.insert(1, "-DCCDIAG_DRIVER_LAYER")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise ShimBuildError(f"{' '.join(cmd)} failed:\n{proc.stderr.strip()}")

@@ -23,18 +23,19 @@ run async_readback --out $W/async_readback --mechanisms copy
 # B200 ratios without any profiler (issue 3): eager and graph decode, launch+copy
 run decode --out $W/timing_eager --kw mode=eager --mechanisms launch,copy --backend none --steps 50 --rounds 3
 run decode --out $W/timing_graph --kw mode=graph --mechanisms launch,copy --backend none --steps 50 --rounds 3
-t runtime-layer; timeout 240 $PAIRS decode --out $W/timing_eager_runtime_layer --kw mode=eager --mechanisms launch --backend none --steps 50 --rounds 2 --layer runtime || echo FAILED runtime layer
 # Nsight Systems pair
 NSYS=$(find /opt/nvidia -name nsys -type f -path '*target-linux-x64*' 2>/dev/null | head -1)
 if [ -n "$NSYS" ] && ls .debs/*.deb >/dev/null 2>&1; then
   mkdir -p /tmp/dw && for f in .debs/*.deb; do dpkg -x $f /tmp/dw; done
   export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-  N="$NSYS profile -t cuda,nvtx -s none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop --force-overwrite true"
+  N="$NSYS profile -t cuda,nvtx -s none --cpuctxsw=none --capture-range=cudaProfilerApi --force-overwrite true"
   mkdir -p $W/decode_eager_nsys
-  for ph in baseline treatment; do
-    t nsys $ph; timeout 200 $N -o $W/decode_eager_nsys/$ph $PAIRS decode --out $W/decode_eager_nsys/meta --kw mode=eager \
-      --mechanisms launch,copy --backend nsys --phases $ph --rounds 1 --steps 15 --layer $LAYER || echo "FAILED nsys $ph"
-    t export $ph; timeout 120 $NSYS export --type sqlite --force-overwrite true -o $W/decode_eager_nsys/$ph.sqlite $W/decode_eager_nsys/$ph.nsys-rep || echo "FAILED export $ph"
+  # one process, two capture ranges (baseline, then emulated CC): one report per range
+  t nsys; timeout 240 $N --capture-range-end=repeat -o $W/decode_eager_nsys/pair $PAIRS decode --out $W/decode_eager_nsys/meta \
+      --kw mode=eager --mechanisms launch,copy --backend nsys --phases baseline,treatment --rounds 1 --steps 15 --layer $LAYER || echo "FAILED nsys"
+  ls -la $W/decode_eager_nsys
+  for rep in $W/decode_eager_nsys/*.nsys-rep; do
+    t export $rep; timeout 120 $NSYS export --type sqlite --force-overwrite true -o ${rep%.nsys-rep}.sqlite $rep || echo "FAILED export $rep"
   done
   $NSYS --version
 else echo "no nsys ($NSYS) or no .debs"; fi
