@@ -1,0 +1,143 @@
+"""CUDA API names by role, shared by the parsers, the summary and the rules.
+
+Names are compared after :func:`normalize` / :func:`base_name`, which drop Nsight Systems'
+version suffixes (``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``, ``cuLaunchKernel_v7000`` ->
+``cuLaunchKernel``; the driver's own ``_v2`` suffix goes the same way, so the sets below hold
+the bare names). Per-thread-stream variants (``_ptsz`` / ``_ptds``) are listed explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+_SUFFIX = r"_v\d+$"
+_SUFFIX_RE = re.compile(_SUFFIX)
+
+
+def _with_ptsz(names: set[str]) -> frozenset[str]:
+    """Add the per-thread default stream variants (``_ptsz`` / ``_ptds``)."""
+    return frozenset(names | {n + s for n in names for s in ("_ptsz", "_ptds")})
+
+
+#: Kernel launches (runtime and driver, CUDA 11-13).
+KERNEL_LAUNCH_APIS = _with_ptsz(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchKernelEx",
+        "cudaLaunchCooperativeKernel",
+        "cudaLaunchCooperativeKernelMultiDevice",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuLaunchCooperativeKernelMultiDevice",
+        "cuLaunchGrid",
+        "cuLaunchGridAsync",
+    }
+)
+
+#: CUDA graph launches (one call submits a whole graph of kernels and copies).
+GRAPH_LAUNCH_APIS = _with_ptsz({"cudaGraphLaunch", "cuGraphLaunch"})
+
+#: Host-side launch calls counted as "launches": kernel launches and graph launches.
+LAUNCH_APIS = KERNEL_LAUNCH_APIS | GRAPH_LAUNCH_APIS
+
+#: Host calls that block the CPU thread until GPU work finishes.
+SYNC_APIS = _with_ptsz(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+    }
+)
+
+#: Calls that make one stream wait for an event (GPU-side ordering; the host does not block).
+STREAM_WAIT_APIS = _with_ptsz({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+
+#: Memory copies (runtime and driver).
+MEMCPY_APIS = _with_ptsz(
+    {
+        "cudaMemcpy",
+        "cudaMemcpyAsync",
+        "cudaMemcpy2D",
+        "cudaMemcpy2DAsync",
+        "cudaMemcpy3D",
+        "cudaMemcpy3DAsync",
+        "cudaMemcpyPeer",
+        "cudaMemcpyPeerAsync",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyToSymbolAsync",
+        "cudaMemcpyFromSymbol",
+        "cudaMemcpyFromSymbolAsync",
+        "cudaMemcpy2DToArray",
+        "cudaMemcpy2DFromArray",
+        "cudaMemcpyBatchAsync",
+        "cuMemcpy",
+        "cuMemcpyAsync",
+        "cuMemcpyHtoD",
+        "cuMemcpyHtoDAsync",
+        "cuMemcpyDtoH",
+        "cuMemcpyDtoHAsync",
+        "cuMemcpyDtoD",
+        "cuMemcpyDtoDAsync",
+        "cuMemcpy2D",
+        "cuMemcpy2DAsync",
+        "cuMemcpy3D",
+        "cuMemcpy3DAsync",
+        "cuMemcpyPeer",
+        "cuMemcpyPeerAsync",
+        "cuMemcpyBatchAsync",
+    }
+)
+
+#: Memsets.
+MEMSET_APIS = _with_ptsz(
+    {
+        "cudaMemset",
+        "cudaMemsetAsync",
+        "cudaMemset2D",
+        "cudaMemset2DAsync",
+        "cuMemsetD8",
+        "cuMemsetD8Async",
+        "cuMemsetD16",
+        "cuMemsetD16Async",
+        "cuMemsetD32",
+        "cuMemsetD32Async",
+    }
+)
+
+
+def normalize(name: str) -> str:
+    """An API name without Nsight Systems' ``_vNNNN`` suffix."""
+    return _SUFFIX_RE.sub("", name)
+
+
+def base_name(name: pl.Expr) -> pl.Expr:
+    """Polars form of :func:`normalize`."""
+    return name.str.replace(_SUFFIX, "")
+
+
+def is_launch(name: pl.Expr) -> pl.Expr:
+    """The API call launches a kernel or a graph."""
+    return base_name(name).is_in(list(LAUNCH_APIS))
+
+
+def is_graph_launch(name: pl.Expr) -> pl.Expr:
+    """The API call launches a CUDA graph."""
+    return base_name(name).is_in(list(GRAPH_LAUNCH_APIS))
+
+
+def is_sync(name: pl.Expr) -> pl.Expr:
+    """The API call blocks the host until GPU work completes."""
+    return base_name(name).is_in(list(SYNC_APIS))
+
+
+def is_memcpy(name: pl.Expr) -> pl.Expr:
+    """The API call is a memory copy."""
+    return base_name(name).is_in(list(MEMCPY_APIS))

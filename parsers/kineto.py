@@ -1,0 +1,857 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip, -> :class:`ccdiag.schema.Trace`.
+
+Speed and memory. The ``traceEvents`` array is streamed in chunks (``_chunked_json``): gzip is
+inflated on a thread, each chunk is decoded by msgspec into typed Structs holding only the
+fields we use (every other key, and every arg not in ``kineto_args_v1.yaml``, is skipped by the
+decoder without being built), columns are built in bulk and classified with polars expressions,
+and the chunk's objects die before the next chunk is read. Neither the whole text nor all decoded
+events are alive at once (``bench/bench_load.py`` measures time and peak memory).
+
+What becomes a row, and what is skipped (counted by reason in ``TraceMeta.skipped``):
+
+- complete events ('X') of the categories in the YAML map -> rows of their kind; kernels whose
+  name contains ``nccl`` -> ``collective``; ``cuda_sync`` (GPU-side sync records) -> ``sync``;
+  ``python_function`` -> skipped unless ``python_functions=True``;
+- flows ('s'/'f'/'t': ``ac2g``, ``async_gpu``, ``fwdbwd`` ...) -> ``flow:<cat>``; metadata ('M')
+  -> ``metadata``; instant events ('i') -> ``instant``; other phases -> ``phase:<ph>``;
+- other categories -> ``category:<cat>``; an event without ts, dur or name, with a NaN/inf time,
+  or a negative duration -> ``missing ts`` / ``missing dur`` / ``missing name`` /
+  ``non-finite time`` / ``negative dur``; an entry of the wrong shape -> ``malformed event``.
+
+So ``n_events + sum(skipped) == len(traceEvents)``.
+
+Joins and derived columns:
+
+- Times: µs floats -> Int64 ns, integer and fraction parts converted separately so that large
+  epoch timestamps keep all the precision the double holds (no ``ts * 1000`` rounding).
+- GPU rows (kernel, collective, memcpy, memset, sync, GPU annotations): ``device`` and ``stream``
+  from args (else Kineto's pid/tid), ``tid`` null, ``pid`` = the pid of the runtime/driver call
+  with the same ``correlation`` (the launcher), else the trace's main host pid.
+- ``graph``: API rows: the call is a graph launch (``ccdiag.apis.GRAPH_LAUNCH_APIS``); GPU rows:
+  their correlation equals a graph launch's.
+- Memcpy ``copy_kind`` / ``src_mem`` / ``dst_mem`` from the name ``Memcpy HtoD (Pinned ->
+  Device)``; the direction is decided from the memory kinds (a ``DtoD`` with a Managed side is
+  host traffic under CC: Managed->Device = HtoD, Device->Managed = DtoH).
+- ``non_blocking`` of ``aten::copy_`` / ``aten::to`` / ``aten::_to_copy`` from "Concrete Inputs".
+- Collective ``bytes`` (message size, as nccl-tests counts it: the larger of the input and output
+  buffers) = max(In msg nelems, Out msg nelems) x dtype size, taken from, in order: the NCCL
+  kernel's own args (PyTorch >= 2.3); the ``record_param_comms`` cpu_op with the kernel's
+  External id; the innermost ``record_param_comms`` on the launching thread whose time span
+  contains the launch call (older traces, where External ids do not link them). A
+  ``record_param_comms`` without msg nelems falls back to its first input tensor (Input Dims x
+  Input type). The ``record_param_comms`` rows carry the same size in ``bytes``.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+import yaml
+from ccdiag.parsers._chunked_json import ArrayChunks
+
+from ccdiag import apis
+from ccdiag.errors import InputError
+from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, validate_events
+
+MAP_FILE = Path(__file__).with_name("kineto_args_v1.yaml")
+_RPC = "record_param_comms"
+_GPU_ROW = "_gpu"
+_POLARS = {"Int64": pl.Int64, "Int32": pl.Int32, "String": pl.String}
+_NUM = int | float | str | None
+_NONFINITE = re.compile(rb"([:\[,]\s*)(-?Infinity|NaN)(?=\s*[,}\]])")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One raw arg key -> parser column (from the YAML map)."""
+
+    raw: str
+    column: str
+    dtype: str
+    attr: str
+
+
+@dataclass
+class ArgMap:
+    """The versioned YAML map, plus the msgspec types generated from it."""
+
+    version: int
+    args: list[ArgSpec]
+    categories: dict[str, dict[str, Any]]
+    skip_categories: dict[str, str]
+    collective_substrings: list[str]
+    dtype_bytes: dict[str, int]
+    non_blocking_index: dict[str, dict[int, int]]
+    strict: msgspec.json.Decoder = field(repr=False)
+    lenient_event: type = field(repr=False)
+    empty_args: Any = field(repr=False)
+
+    def attrs(self, column: str) -> list[str]:
+        """Struct attributes (one per raw key) that fill ``column``."""
+        return [a.attr for a in self.args if a.column == column]
+
+
+def _struct_types(args: list[ArgSpec], lenient: bool) -> tuple[type, type]:
+    def py(dtype: str) -> Any:
+        if lenient:
+            return Any
+        return msgspec.Raw if dtype == "Raw" else _NUM
+
+    arg_t = msgspec.defstruct(
+        "KinetoArgs",
+        [(a.attr, py(a.dtype), None) for a in args],
+        rename={a.attr: a.raw for a in args},
+        gc=False,
+    )
+    top = Any if lenient else None
+    ev_t = msgspec.defstruct(
+        "KinetoEvent",
+        [
+            ("ph", top or (str | None), None),
+            ("cat", top or (str | None), None),
+            ("name", top or (str | None), None),
+            ("pid", top or (int | str | None), None),
+            ("tid", top or (int | str | None), None),
+            ("ts", top or (float | None), None),
+            ("dur", top or (float | None), None),
+            ("args", arg_t | None, None),
+        ],
+        gc=False,
+    )
+    return arg_t, ev_t
+
+
+@functools.lru_cache(maxsize=4)
+def load_map(path: Path = MAP_FILE) -> ArgMap:
+    """Load a versioned Kineto arg map and generate its decoder types."""
+    doc = yaml.safe_load(path.read_text())
+    args = [ArgSpec(a["raw"], a["column"], a["dtype"], f"a{i}") for i, a in enumerate(doc["args"])]
+    arg_t, ev_t = _struct_types(args, lenient=False)
+    _, lenient_t = _struct_types(args, lenient=True)
+    return ArgMap(
+        version=int(doc["version"]),
+        args=args,
+        categories=doc["categories"],
+        skip_categories=doc.get("skip_categories", {}),
+        collective_substrings=[s.lower() for s in doc.get("collective_kernel_substrings", [])],
+        dtype_bytes={str(k): int(v) for k, v in doc.get("dtype_bytes", {}).items()},
+        non_blocking_index={
+            op: {int(n): int(i) for n, i in idx.items()}
+            for op, idx in doc.get("non_blocking_index", {}).items()
+        },
+        strict=msgspec.json.Decoder(list[ev_t]),
+        lenient_event=lenient_t,
+        empty_args=arg_t(),
+    )
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Millions of short-lived objects: the cyclic GC would rescan them again and again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def read(path: str | Path, *, python_functions: bool = False, chunk_mb: int = 32) -> Trace:
+    """Read a Kineto trace (``.json`` or ``.json.gz``) into the event schema.
+
+    Args:
+        path: the trace file.
+        python_functions: keep ``python_function`` events (kind ``python``) instead of skipping.
+        chunk_mb: size of one chunk of JSON text decoded at a time.
+
+    Returns:
+        The trace; ``steps`` is empty until ``ccdiag.steps.assign_steps``.
+
+    Raises:
+        InputError: the file is not a readable Kineto trace (one line saying why).
+    """
+    p = Path(path)
+    reader = _Reader(p, load_map(), python_functions)
+    chunks = ArrayChunks(p, "traceEvents", chunk_mb << 20)
+    with _gc_paused():
+        frames = list(chunks.map(reader.decode, reader.chunk))
+    doc = chunks.meta
+    if reader.total == 0:
+        raise InputError(p, "traceEvents is empty: the trace holds no events")
+    if reader.total == reader.skipped.get("malformed event", 0):
+        raise InputError(p, "traceEvents holds no event objects: not a trace")
+    meta = _meta(p, doc, reader)
+    events = _link(frames, meta.rank or 0)
+    del frames
+    meta.n_events = events.height
+    meta.host_only = events.filter(pl.col("device").is_not_null()).is_empty()
+    meta.gpu, meta.gpus = _gpu_names(doc, events)
+    return Trace(events=validate_events(events), meta=meta)
+
+
+class _Reader:
+    """Per-chunk decode and column building; accumulates skip counts."""
+
+    def __init__(self, path: Path, amap: ArgMap, python_functions: bool) -> None:
+        self.path = path
+        self.amap = amap
+        self.python_functions = python_functions
+        self.skipped: Counter[str] = Counter()
+        self.malformed = 0
+        self.total = 0
+        self._reasons: dict[Any, str | None] = {}
+
+    # -- decoding ---------------------------------------------------------------------------
+    def decode(self, mv: memoryview) -> list[Any]:
+        """Strict typed decode; on a type mismatch, decode leniently event by event."""
+        try:
+            return self.amap.strict.decode(mv)
+        except msgspec.ValidationError:
+            return self._lenient(msgspec.json.decode(mv))
+        except msgspec.DecodeError:
+            data = bytes(mv)
+            if not _NONFINITE.search(data):
+                raise
+            # NaN / Infinity literals (Python's json writes them; JSON has none): keep them
+            # as strings so that the events are counted as non-finite, not lost.
+            return self._lenient(msgspec.json.decode(_NONFINITE.sub(rb'\1"\2"', data)))
+
+    def _lenient(self, items: Any) -> list[Any]:
+        out = []
+        for item in items if isinstance(items, list) else [items]:
+            try:
+                out.append(msgspec.convert(item, self.amap.lenient_event, strict=False))
+            except msgspec.ValidationError:
+                self.malformed += 1
+        return out
+
+    # -- one chunk -> frame -----------------------------------------------------------------
+    def chunk(self, evs: list[Any]) -> pl.DataFrame:
+        """Classify one decoded chunk; return its rows (schema columns + helpers)."""
+        self.total += len(evs) + self.malformed
+        if self.malformed:
+            self.skipped["malformed event"] += self.malformed
+            self.malformed = 0
+        # complete events are keyed by category, the rest by (phase, category)
+        key = [e.cat if e.ph == "X" else (e.ph, e.cat) for e in evs]
+        for k, n in Counter(key).items():
+            reason = self._reason(k)
+            if reason is not None:
+                self.skipped[reason] += n
+        keep = self._keep
+        mask = [k in keep for k in key]
+        del key
+        kept = evs if all(mask) else list(compress(evs, mask))
+        del evs, mask
+        df = self._columns(kept)
+        return self._finish_chunk(df, kept)
+
+    @functools.cached_property
+    def _keep(self) -> frozenset[str]:
+        cats = self.amap.categories
+        return frozenset(
+            c for c, s in cats.items() if self.python_functions or not s.get("optional")
+        )
+
+    def _reason(self, key: Any) -> str | None:
+        """Skip reason of a (phase, category) key, or of a complete event's category."""
+        if key not in self._reasons:
+            self._reasons[key] = self._reason_of(key)
+        return self._reasons[key]
+
+    def _reason_of(self, key: Any) -> str | None:
+        if not isinstance(key, tuple):
+            if key in self._keep:
+                return None
+            if key in self.amap.skip_categories:
+                return self.amap.skip_categories[key]
+            if key == "python_function":
+                return "python_function"
+            return f"category:{key}"
+        ph, cat = key
+        if ph is None:
+            return "missing ph"
+        if ph in ("s", "f", "t"):
+            return f"flow:{cat}"
+        if ph == "M":
+            return "metadata"
+        if ph in ("i", "I"):
+            return "instant"
+        return f"phase:{ph}"
+
+    def _count(self, reason: pl.Series) -> list[bool] | None:
+        """Add skip reasons to the counts; return the keep mask (None: keep all)."""
+        if reason.null_count() == reason.len():
+            return None
+        for r, n in reason.drop_nulls().value_counts().iter_rows():
+            self.skipped[r] += n
+        return reason.is_null().to_list()
+
+    def _columns(self, evs: list[Any]) -> pl.DataFrame:
+        """Bulk column build (list comprehensions over Structs -> typed Series).
+
+        Args are extracted only on the rows that use them (``_ARG_ROWS``).
+        """
+        amap = self.amap
+        n = len(evs)
+        cats = amap.categories
+        cat = pl.Series([e.cat for e in evs], dtype=pl.String)
+        df = pl.DataFrame(
+            {
+                "kind": cat.replace_strict({c: s["kind"] for c, s in cats.items()}),
+                _GPU_ROW: cat.is_in([c for c, s in cats.items() if s.get("gpu")]),
+                "name": pl.Series([e.name for e in evs], dtype=pl.String, strict=False),
+                "pid": pl.Series([e.pid for e in evs], dtype=pl.Int64, strict=False),
+                "tid": pl.Series([e.tid for e in evs], dtype=pl.Int64, strict=False),
+                "ts": pl.Series([e.ts for e in evs], dtype=pl.Float64, strict=False),
+                "dur": pl.Series([e.dur for e in evs], dtype=pl.Float64, strict=False),
+            }
+        )
+        del cat
+        empty = amap.empty_args
+        args = [e.args or empty for e in evs]
+        for scope, columns in _arg_scopes(amap).items():
+            expr = _scope_expr(scope)
+            rows = None if expr is None else df.select(expr).to_series().arg_true().to_list()
+            sub = args if rows is None else [args[i] for i in rows]
+            for column, dtype in columns:
+                parts = [
+                    pl.Series(list(map(attrgetter(a), sub)), dtype=dtype, strict=False)
+                    for a in amap.attrs(column)
+                ]
+                values = functools.reduce(lambda a, b: a.fill_null(b), parts)
+                if rows is not None:
+                    values = pl.repeat(None, n, dtype=dtype, eager=True).scatter(rows, values)
+                df = df.with_columns(values.alias("a_" + column))
+        return df
+
+    def _finish_chunk(self, df: pl.DataFrame, evs: list[Any]) -> pl.DataFrame:
+        """Time checks, kinds, GPU columns, copies, non_blocking and message sizes."""
+        df = df.with_columns(
+            _us_to_ns(pl.col("ts")).alias("start_ns"), _us_to_ns(pl.col("dur")).alias("dur_ns")
+        )
+        keep = self._count(df.select(_time_reason()).to_series())
+        if keep is not None:
+            df = df.filter(pl.Series(keep))
+            evs = list(compress(evs, keep))
+        df = df.with_columns(self._collective_kind(df), *_gpu_exprs())
+        df = df.with_columns(_copy_exprs(df))
+        df = self._with_raw_derived(df, evs)
+        return df.select([pl.col(c).cast(t) for c, t in _CHUNK_COLUMNS.items()])
+
+    def _collective_kind(self, df: pl.DataFrame) -> pl.Expr:
+        """Kernels whose name contains a collective substring (``nccl``) -> ``collective``."""
+        kernel = pl.col("kind") == "kernel"
+        names = df.filter(kernel)["name"].unique().to_list()
+        subs = self.amap.collective_substrings
+        coll = [n for n in names if n and any(s in n.lower() for s in subs)]
+        return (
+            pl.when(kernel & pl.col("name").is_in(coll))
+            .then(pl.lit("collective"))
+            .otherwise(pl.col("kind"))
+            .alias("kind")
+        )
+
+    def _with_raw_derived(self, df: pl.DataFrame, evs: list[Any]) -> pl.DataFrame:
+        """non_blocking and message bytes: need per-row decoding of a few Raw args."""
+        amap = self.amap
+        in_n, out_n = pl.col("a_in_msg_nelems"), pl.col("a_out_msg_nelems")
+        size = pl.col("a_msg_dtype").replace_strict(
+            amap.dtype_bytes, default=None, return_dtype=pl.Int64
+        )
+        df = df.with_columns((pl.max_horizontal(in_n, out_n) * size).alias("msg_bytes"))
+        names = df["name"]
+        nb_rows = names.is_in(list(amap.non_blocking_index)).arg_true().to_list()
+        rpc_rows = ((names == _RPC) & df["msg_bytes"].is_null()).arg_true().to_list()
+        nb: list[bool | None] = [None] * df.height
+        for i in nb_rows:
+            nb[i] = _non_blocking(evs[i], names[i], amap)
+        fallback: list[int | None] = [None] * df.height
+        for i in rpc_rows:
+            fallback[i] = _first_tensor_bytes(evs[i], amap)
+        msg = pl.coalesce("msg_bytes", pl.Series(fallback, dtype=pl.Int64))
+        comms = pl.col("kind").is_in(["collective", "kernel"]) | (names == _RPC)
+        return df.with_columns(
+            pl.Series("non_blocking", nb, dtype=pl.Boolean),
+            pl.when(comms)
+            .then(pl.coalesce("bytes", msg))
+            .otherwise(pl.col("bytes"))
+            .alias("bytes"),
+        )
+
+
+#: Which rows each arg column is extracted on (None: all rows).
+_ARG_SCOPE: dict[str, str | None] = {
+    "external_id": None,
+    "correlation": "api_gpu",
+    "device": "gpu",
+    "stream": "gpu",
+    "bytes": "sized",
+    "in_msg_nelems": "comms",
+    "out_msg_nelems": "comms",
+    "msg_dtype": "comms",
+}
+
+
+def _scope_expr(scope: str | None) -> pl.Expr | None:
+    kind = pl.col("kind")
+    if scope is None:
+        return None
+    return {
+        "api_gpu": kind.is_in(["runtime", "driver"]) | pl.col(_GPU_ROW),
+        "gpu": pl.col(_GPU_ROW),
+        "sized": kind.is_in(["memcpy", "memset"]),
+        "comms": (kind == "kernel") | ((kind == "cpu_op") & (pl.col("name") == _RPC)),
+    }[scope]
+
+
+def _arg_scopes(amap: ArgMap) -> dict[str | None, list[tuple[str, pl.DataType]]]:
+    """Group the non-Raw arg columns of the map by the rows they are read on."""
+    out: dict[str | None, list[tuple[str, pl.DataType]]] = {}
+    for column in dict.fromkeys(a.column for a in amap.args if a.dtype != "Raw"):
+        dtype = _POLARS[next(a.dtype for a in amap.args if a.column == column)]
+        out.setdefault(_ARG_SCOPE.get(column), []).append((column, dtype))
+    return out
+
+
+def _us_to_ns(col: pl.Expr) -> pl.Expr:
+    """µs (float) -> ns (Int64), integer part and fraction separately (exact for the double)."""
+    whole = col.floor()
+    frac_ns = ((col - whole) * 1000.0).round()
+    ok = col.is_finite()
+    return pl.when(ok).then(
+        whole.cast(pl.Int64, strict=False) * 1000 + frac_ns.cast(pl.Int64, strict=False)
+    )
+
+
+def _time_reason() -> pl.Expr:
+    ts, dur = pl.col("ts"), pl.col("dur")
+    return (
+        pl.when(ts.is_null())
+        .then(pl.lit("missing ts"))
+        .when(dur.is_null())
+        .then(pl.lit("missing dur"))
+        .when(~ts.is_finite() | ~dur.is_finite())
+        .then(pl.lit("non-finite time"))
+        .when(dur < 0)
+        .then(pl.lit("negative dur"))
+        .when(pl.col("name").is_null())
+        .then(pl.lit("missing name"))
+        .otherwise(pl.lit(None, pl.String))
+        .alias("reason")
+    )
+
+
+def _gpu_exprs() -> list[pl.Expr]:
+    gpu = pl.col(_GPU_ROW)
+    api = pl.col("kind").is_in(["runtime", "driver"])
+    return [
+        pl.when(gpu)
+        .then(pl.coalesce("a_device", pl.col("pid").cast(pl.Int32, strict=False)))
+        .alias("device"),
+        pl.when(gpu).then(pl.coalesce("a_stream", "tid")).alias("stream"),
+        pl.when(gpu).then(None).otherwise(pl.col("pid")).alias("pid"),
+        pl.when(gpu).then(None).otherwise(pl.col("tid")).alias("tid"),
+        pl.when(gpu | api).then(pl.col("a_correlation")).alias("correlation"),
+        pl.col("a_external_id").alias("external_id"),
+    ]
+
+
+_MEM_KINDS = {
+    "pageable": "pageable",
+    "pinned": "pinned",
+    "device": "device",
+    "managed": "managed",
+    "array": "array",
+}
+_HOST_MEM = ["pageable", "pinned"]
+_DEV_MEM = ["device", "array"]
+_MEMCPY_RE = r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?"
+
+
+def _copy_exprs(df: pl.DataFrame) -> list[pl.Expr]:
+    """copy_kind / src_mem / dst_mem from the memcpy names; direction from the memory kinds.
+
+    Parsed once per distinct name (a few per trace), then mapped onto the rows.
+    """
+    is_copy = pl.col("kind") == "memcpy"
+    names = df.filter(is_copy)["name"].unique().to_list()
+    parsed = pl.DataFrame({"name": names}, schema={"name": pl.String}).select(
+        "name", pl.col("name").str.extract_groups(_MEMCPY_RE).alias("p")
+    )
+    parsed = parsed.select(
+        "name",
+        label=pl.col("p").struct.field("1"),
+        src=_mem(pl.col("p").struct.field("2")),
+        dst=_mem(pl.col("p").struct.field("3")),
+    ).with_columns(kind=_direction(pl.col("label"), pl.col("src"), pl.col("dst")))
+    maps = {
+        c: dict(zip(parsed["name"].to_list(), parsed[c].to_list())) for c in ("kind", "src", "dst")
+    }
+    name = pl.col("name")
+    return [
+        pl.when(is_copy)
+        .then(name.replace_strict(maps["kind"], default=None, return_dtype=pl.String))
+        .alias("copy_kind"),
+        pl.when(is_copy)
+        .then(name.replace_strict(maps["src"], default=None, return_dtype=pl.String))
+        .alias("src_mem"),
+        pl.when(is_copy)
+        .then(name.replace_strict(maps["dst"], default=None, return_dtype=pl.String))
+        .alias("dst_mem"),
+        pl.when(is_copy | (pl.col("kind") == "memset")).then(pl.col("a_bytes")).alias("bytes"),
+    ]
+
+
+def _mem(kind: pl.Expr) -> pl.Expr:
+    return kind.str.to_lowercase().replace_strict(_MEM_KINDS, default="unknown")
+
+
+def _direction(label: pl.Expr, src: pl.Expr, dst: pl.Expr) -> pl.Expr:
+    """HtoD/DtoH/DtoD/HtoH from memory kinds; Managed counts as host when the label says D.
+
+    Under CC a pinned H2D is reported as ``DtoD (Managed -> Device)``: the Managed side is the
+    host buffer. Unknown kinds keep the label's letter; PtoP stays PtoP.
+    """
+    lab = label.fill_null("")
+    s_host = src.is_in(_HOST_MEM) | ((src == "managed") & (dst != "managed"))
+    d_host = dst.is_in(_HOST_MEM) | ((dst == "managed") & (src != "managed"))
+    s_dev = src.is_in(_DEV_MEM) | ((src == "managed") & (dst == "managed"))
+    d_dev = dst.is_in(_DEV_MEM) | ((dst == "managed") & (src == "managed"))
+    s = (
+        pl.when(s_host)
+        .then(pl.lit("H"))
+        .when(s_dev)
+        .then(pl.lit("D"))
+        .otherwise(lab.str.slice(0, 1))
+    )
+    d = (
+        pl.when(d_host)
+        .then(pl.lit("H"))
+        .when(d_dev)
+        .then(pl.lit("D"))
+        .otherwise(lab.str.slice(3, 1))
+    )
+    kind = s + pl.lit("to") + d
+    return (
+        pl.when(lab == "PtoP")
+        .then(pl.lit("PtoP"))
+        .when(kind.is_in(["HtoD", "DtoH", "DtoD", "HtoH"]))
+        .then(kind)
+        .otherwise(None)
+    )
+
+
+def _raw(value: Any) -> Any:
+    if isinstance(value, msgspec.Raw):
+        try:
+            return msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return None
+    return value
+
+
+def _non_blocking(ev: Any, name: str, amap: ArgMap) -> bool | None:
+    """The non_blocking flag of a copy op from its "Concrete Inputs", when recorded."""
+    args = ev.args
+    if args is None:
+        return None
+    attrs = amap.attrs("concrete_inputs")
+    inputs = next((_raw(getattr(args, a)) for a in attrs if getattr(args, a) is not None), None)
+    if not isinstance(inputs, list):
+        return None
+    idx = amap.non_blocking_index.get(name, {}).get(len(inputs))
+    if idx is None:
+        return None
+    value = inputs[idx]
+    return {"True": True, "False": False}.get(value) if isinstance(value, str) else None
+
+
+def _first_tensor_bytes(ev: Any, amap: ArgMap) -> int | None:
+    """record_param_comms without msg nelems: bytes of its first input tensor, if it has one."""
+    args = ev.args
+    if args is None:
+        return None
+    dims = next((_raw(getattr(args, a)) for a in amap.attrs("input_dims")), None)
+    types = next((_raw(getattr(args, a)) for a in amap.attrs("input_type")), None)
+    if not (isinstance(dims, list) and isinstance(types, list) and dims and types):
+        return None
+    shape, dtype = dims[0], types[0]
+    size = amap.dtype_bytes.get(dtype) if isinstance(dtype, str) else None
+    if not (isinstance(shape, list) and shape and size):
+        return None
+    if not all(isinstance(d, int) and d >= 0 for d in shape):
+        return None
+    return math.prod(shape) * size
+
+
+_CHUNK_COLUMNS: dict[str, pl.DataType] = {
+    **{c: t for c, t in EVENT_COLUMNS.items() if c not in ("rank", "step", "graph", "domain")},
+    _GPU_ROW: pl.Boolean(),
+}
+
+
+def _empty_chunk() -> pl.DataFrame:
+    return pl.DataFrame(schema=_CHUNK_COLUMNS)
+
+
+# -- whole-trace joins ------------------------------------------------------------------------
+def _link(frames: list[pl.DataFrame], rank: int) -> pl.DataFrame:
+    """Launcher pid, graph flags and collective sizes; the final event frame.
+
+    Lookup tables are built from all chunks first (they are small: API calls, record_param_comms
+    spans), then each chunk frame is completed on its own and replaced in the list, so that no
+    step holds two copies of the wide event frame.
+    """
+    api = _API_ROW
+    launchers = (
+        pl.concat([f.filter(api).select(_LAUNCHER_COLUMNS) for f in frames]).unique(
+            "correlation", keep="first", maintain_order=True
+        )
+        if frames
+        else pl.DataFrame(schema=_LAUNCHER_SCHEMA)
+    )
+    host = (
+        pl.concat([f.filter(api | ~pl.col(_GPU_ROW)).select("kind", "pid") for f in frames])
+        if frames
+        else None
+    )
+    main_pid = _main_pid(host)
+    rpc = _rpc_table(frames)
+    for i, f in enumerate(frames):
+        frames[i] = _link_chunk(f, launchers, rpc, main_pid, rank)
+    return pl.concat(frames, how="vertical", rechunk=False) if frames else _empty_events()
+
+
+_API_ROW = pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null()
+_LAUNCHER_COLUMNS = [
+    "correlation",
+    pl.col("pid").alias("l_pid"),
+    pl.col("tid").alias("l_tid"),
+    pl.col("start_ns").alias("l_start"),
+    apis.is_graph_launch(pl.col("name")).alias("l_graph"),
+]
+_LAUNCHER_SCHEMA = {
+    "correlation": pl.Int64,
+    "l_pid": pl.Int64,
+    "l_tid": pl.Int64,
+    "l_start": pl.Int64,
+    "l_graph": pl.Boolean,
+}
+
+
+def _main_pid(host: pl.DataFrame | None) -> int | None:
+    """The trace's host process: the pid of most API calls (else of most host events)."""
+    if host is None:
+        return None
+    pids = host.filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("pid").is_not_null())
+    if pids.is_empty():
+        pids = host.filter(pl.col("pid").is_not_null() & (pl.col("pid") >= 0))
+    if pids.is_empty():
+        return None
+    return int(pids["pid"].mode().sort()[0])
+
+
+def _empty_events() -> pl.DataFrame:
+    return pl.DataFrame(schema=EVENT_COLUMNS)
+
+
+def _link_chunk(
+    f: pl.DataFrame, launchers: pl.DataFrame, rpc: _RpcTable, main_pid: int | None, rank: int
+) -> pl.DataFrame:
+    looked = f.select("correlation").join(
+        launchers, on="correlation", how="left", maintain_order="left"
+    )
+    gpu, kind = pl.col(_GPU_ROW), pl.col("kind")
+    gpu_work = gpu & kind.is_in(["kernel", "collective", "memcpy", "memset"])
+    f = f.with_columns(looked.drop("correlation")).with_columns(
+        pl.when(gpu)
+        .then(pl.coalesce("l_pid", pl.lit(main_pid, pl.Int64)))
+        .otherwise(pl.col("pid"))
+        .alias("pid"),
+        pl.when(_API_ROW)
+        .then(pl.col("l_graph"))
+        .when(gpu_work)
+        .then(pl.col("l_graph").fill_null(False))
+        .alias("graph"),
+        pl.lit(rank, pl.Int32).alias("rank"),
+        pl.lit(None, pl.Int32).alias("step"),
+        pl.lit(None, pl.String).alias("domain"),
+    )
+    f = _collective_bytes(f, rpc)
+    return f.select(list(EVENT_COLUMNS))
+
+
+@dataclass
+class _RpcTable:
+    """record_param_comms sizes: by External id, and as time spans per (pid, tid)."""
+
+    by_ext: pl.DataFrame
+    spans: pl.DataFrame
+
+
+def _rpc_table(frames: list[pl.DataFrame]) -> _RpcTable:
+    is_rpc = (pl.col("kind") == "cpu_op") & (pl.col("name") == _RPC) & pl.col("bytes").is_not_null()
+    rpc = pl.concat([f.filter(is_rpc) for f in frames]) if frames else _empty_chunk()
+    by_ext = (
+        rpc.filter(pl.col("external_id").is_not_null())
+        .group_by("external_id")
+        .agg(pl.col("bytes").first().alias("x_bytes"))
+    )
+    spans = rpc.select(
+        pl.col("pid").alias("l_pid"),
+        pl.col("tid").alias("l_tid"),
+        pl.col("start_ns").alias("r_start"),
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("r_end"),
+        pl.col("bytes").alias("t_bytes"),
+    ).sort("r_start")
+    return _RpcTable(by_ext, spans)
+
+
+def _collective_bytes(f: pl.DataFrame, rpc: _RpcTable) -> pl.DataFrame:
+    """Fill the bytes of collectives that lack them from record_param_comms (module docstring)."""
+    rows = f.select(((pl.col("kind") == "collective") & pl.col("bytes").is_null()).arg_true())
+    rows_s = rows.to_series()
+    if rows_s.is_empty() or rpc.spans.is_empty():
+        return f
+    need = f[rows_s].select("external_id", "l_pid", "l_tid", "l_start").with_row_index("_i")
+    contained = (
+        need.filter(pl.col("l_start").is_not_null() & pl.col("l_tid").is_not_null())
+        .sort("l_start")
+        .join_asof(
+            rpc.spans,
+            left_on="l_start",
+            right_on="r_start",
+            by=["l_pid", "l_tid"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("l_start") <= pl.col("r_end"))
+        .select("_i", "t_bytes")
+    )
+    fill = (
+        need.join(rpc.by_ext, on="external_id", how="left")
+        .join(contained, on="_i", how="left")
+        .sort("_i")
+        .select(pl.coalesce("x_bytes", "t_bytes"))
+        .to_series()
+    )
+    return f.with_columns(f["bytes"].scatter(rows_s, fill))
+
+
+# -- metadata ---------------------------------------------------------------------------------
+def _cuda_version(v: Any) -> str | None:
+    if isinstance(v, int) and v > 0:
+        return f"{v // 1000}.{(v % 1000) // 10}"
+    return str(v) if isinstance(v, str) and v else None
+
+
+def _find_key(obj: Any, key: str, depth: int = 0) -> Any:
+    """First value under ``key`` anywhere in a nested dict (bounded depth)."""
+    if depth > 6 or not isinstance(obj, dict):
+        return None
+    if key in obj and isinstance(obj[key], (str, int)):
+        return obj[key]
+    for v in obj.values():
+        found = _find_key(v, key, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _pip_version(obj: Any, package: str) -> str | None:
+    pkgs = _find_key_list(obj, "pip_packages")
+    for p in pkgs or []:
+        if isinstance(p, str) and p.startswith(package + "=="):
+            return p.split("==", 1)[1]
+    return None
+
+
+def _find_key_list(obj: Any, key: str, depth: int = 0) -> list[Any] | None:
+    if depth > 6 or not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get(key), list):
+        return obj[key]
+    for v in obj.values():
+        found = _find_key_list(v, key, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _meta(path: Path, doc: dict[str, Any], reader: _Reader) -> TraceMeta:
+    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
+    md = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    torch = next(
+        (
+            doc[k]
+            for k in ("pytorch_version", "torch_version", "pytorch")
+            if isinstance(doc.get(k), str)
+        ),
+        None,
+    )
+    torch = torch or _find_key(md, "torch_version") or _pip_version(md, "torch")
+    nccl = (
+        dist.get("nccl_version")
+        or _pip_version(md, "nvidia-nccl-cu12")
+        or _pip_version(md, "nvidia-nccl-cu13")
+    )
+    rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
+    extra = {}
+    if doc.get("cupti_version") is not None:
+        extra["cupti_version"] = str(doc["cupti_version"])
+    extra["arg_map"] = f"{MAP_FILE.name} (version {reader.amap.version})"
+    extra["trace_events"] = str(reader.total)
+    return TraceMeta(
+        source=path.name,
+        format="kineto",
+        profiler="torch.profiler",
+        files=[path.name],
+        size_bytes=path.stat().st_size,
+        driver_version=_find_key(md, "nvidia_driver_version"),
+        cuda_runtime=_cuda_version(doc.get("cuda_runtime_version")),
+        cuda_driver=_cuda_version(doc.get("cuda_driver_version")),
+        torch_version=str(torch) if torch else None,
+        nccl_version=str(nccl) if nccl else None,
+        schema_version=str(doc["schemaVersion"]) if "schemaVersion" in doc else None,
+        rank=rank,
+        world_size=dist.get("world_size") if isinstance(dist.get("world_size"), int) else None,
+        ranks=[rank if rank is not None else 0],
+        skipped=dict(sorted(reader.skipped.items())),
+        extra=extra,
+    )
+
+
+def _gpu_names(doc: dict[str, Any], events: pl.DataFrame) -> tuple[str | None, list[str]]:
+    """The GPU kernels ran on (Kineto lists every visible GPU), and the names of used GPUs."""
+    props = doc.get("deviceProperties")
+    names: dict[int, str] = {}
+    if isinstance(props, list):
+        for i, p in enumerate(props):
+            if isinstance(p, dict) and isinstance(p.get("name"), str):
+                names[p["id"] if isinstance(p.get("id"), int) else i] = p["name"]
+    work = events.filter(
+        pl.col("kind").is_in(["kernel", "collective", "memcpy", "memset"])
+        & pl.col("device").is_not_null()
+    )
+    used = work["device"].value_counts(sort=True)["device"].to_list() if not work.is_empty() else []
+    gpus = [names[d] for d in sorted(used) if d in names]
+    if used and used[0] in names:
+        return names[used[0]], gpus
+    if len(set(names.values())) == 1:
+        return next(iter(names.values())), gpus
+    return None, gpus
