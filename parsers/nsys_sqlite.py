@@ -1,0 +1,789 @@
+"""Nsight Systems SQLite export (schema 3.0 to 3.28) -> :class:`~ccdiag.schema.Trace`.
+
+What becomes which event kind
+-----------------------------
+======================================  ===============================================
+table                                   kind
+======================================  ===============================================
+CUPTI_ACTIVITY_KIND_RUNTIME             ``runtime`` (eventClass CUDA runtime) or ``driver``
+CUPTI_ACTIVITY_KIND_KERNEL              ``kernel``; ``collective`` when the name has ``nccl``
+CUPTI_ACTIVITY_KIND_GRAPH_TRACE         ``kernel`` named ``[CUDA graph N]``, graph true (one
+                                        row per whole-graph launch, ``--cuda-graph-trace=graph``)
+CUPTI_ACTIVITY_KIND_MEMCPY              ``memcpy`` (direction from memory kinds; UVM
+                                        migrations: both sides ``managed``)
+CUPTI_ACTIVITY_KIND_MEMSET              ``memset``
+CUPTI_ACTIVITY_KIND_SYNCHRONIZATION     ``sync``, named by the API call with its correlation id
+NVTX_EVENTS (ranges and marks)          ``annotation`` (domain name in ``domain``)
+CUDA_UM_GPU/CPU_PAGE_FAULT_EVENTS       ``uvm_fault``
+PROFILER_OVERHEAD, ..._KIND_OVERHEAD    ``overhead``
+======================================  ===============================================
+
+Rows of other event tables (OS runtime calls, CUDA event records, graph creation, cuDNN/cuBLAS
+ranges, ...) are not read; their counts go to ``TraceMeta.skipped``.
+
+Correlation ids are unique only within a process, so every row keeps its process id
+(``pid = (globalPid >> 24) & 0xFFFFFF``; ``tid = globalTid & 0xFFFFFF``) and joins use
+``(pid, correlation)``. A file recorded from several processes (``torchrun`` under one
+``nsys profile``) gets one rank per process that ran GPU work, ordered by the GPU it used.
+
+Privacy: ``META_DATA_CAPTURE`` holds the profiled process's environment. Only the
+``CUDA_VERSION`` and ``NCCL_VERSION`` rows are ever read from it (by the SQL itself), and from
+``TARGET_INFO_SYSTEM_ENV`` only the driver versions and the GPU names; host names, user names,
+paths and other environment values never leave this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+from ccdiag.parsers import _nsys_common as nc
+from ccdiag.parsers import _nsys_meta
+from ccdiag.parsers import _sqlite_fetch as fetcher
+
+from ccdiag.errors import InputError
+from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, validate_events
+
+# --------------------------------------------------------------------------------------------
+# What the reader needs, declared like the table_checks of nsys's own expert rules.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableNeed:
+    """A table the reader uses, the columns it cannot do without, and what to tell the user."""
+
+    table: str
+    columns: tuple[str, ...]
+    missing: str
+    required: bool = False
+
+
+NEEDS: tuple[TableNeed, ...] = (
+    TableNeed(
+        "StringIds",
+        ("id", "value"),
+        "not an Nsight Systems export (no StringIds table); export the report with "
+        "`nsys export --type sqlite -o trace.sqlite trace.nsys-rep`",
+        required=True,
+    ),
+    TableNeed(
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        ("start", "end", "globalTid", "correlationId", "nameId"),
+        "no CUDA API calls recorded (no CUPTI_ACTIVITY_KIND_RUNTIME table): was the app traced "
+        "with `nsys profile -t cuda` and does it run CUDA work inside the capture range?",
+        required=True,
+    ),
+    TableNeed(
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName"),
+        "no GPU kernels recorded (no CUPTI_ACTIVITY_KIND_KERNEL table): host-side evidence "
+        "only. In CC mode 'on' the GPU blocks tracing; profile in CC 'devtools' mode",
+    ),
+    TableNeed(
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes")
+        + ("copyKind", "srcKind", "dstKind"),
+        "no memory copies recorded",
+    ),
+    TableNeed(
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        ("start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes"),
+        "no memsets recorded",
+    ),
+    TableNeed(
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        ("start", "end", "deviceId", "streamId", "correlationId", "globalPid"),
+        "no synchronization records",
+    ),
+    TableNeed(
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        ("start", "end", "deviceId", "streamId", "correlationId", "globalPid"),
+        "no whole-graph launches recorded",
+    ),
+    TableNeed(
+        "NVTX_EVENTS",
+        ("start", "end", "eventType", "globalTid"),
+        "no NVTX ranges: trace with `-t cuda,nvtx` and mark each step with an NVTX range",
+    ),
+    TableNeed(
+        "CUDA_UM_GPU_PAGE_FAULT_EVENTS",
+        ("start", "end", "globalPid"),
+        "no GPU page faults: record them with `--cuda-um-gpu-page-faults=true`",
+    ),
+    TableNeed(
+        "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
+        ("start", "globalPid"),
+        "no CPU page faults: record them with `--cuda-um-cpu-page-faults=true`",
+    ),
+    TableNeed("PROFILER_OVERHEAD", ("start", "end", "globalTid"), "no profiler overhead rows"),
+    TableNeed(
+        "CUPTI_ACTIVITY_KIND_OVERHEAD", ("start", "end", "globalTid"), "no CUPTI overhead rows"
+    ),
+)
+NEED_BY_TABLE = {n.table: n for n in NEEDS}
+
+#: Event tables that are counted but not read, with the reason shown in ``meta.skipped``.
+SKIPPED_TABLES: dict[str, str] = {
+    "OSRT_API": "OS runtime calls (OSRT_API), not used by the rules",
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": "CUDA event records (instants), not used by the rules",
+    "CUDA_GRAPH_EVENTS": "CUDA graph creation/instantiation records",
+    "CUDA_GRAPH_NODE_EVENTS": "CUDA graph node creation records",
+    "CUDNN_EVENTS": "cuDNN API ranges",
+    "CUBLAS_EVENTS": "cuBLAS API ranges",
+    "CUSPARSE_EVENTS": "cuSPARSE API ranges",
+    "CUDA_GPU_MEMORY_USAGE_EVENTS": "GPU memory allocation records",
+    "CUDA_GPU_MEMORY_POOL_EVENTS": "GPU memory pool records",
+    "SCHED_EVENTS": "CPU scheduling records",
+    "COMPOSITE_EVENTS": "CPU sampling records",
+    "MPI_P2P_EVENTS": "MPI point-to-point calls",
+    "MPI_COLLECTIVES_EVENTS": "MPI collective calls",
+    "MPI_OTHER_EVENTS": "MPI calls",
+    "CUPTI_ACTIVITY_KIND_MEM_DECOMPRESS": "memory decompression records",
+    "CUPTI_ACTIVITY_KIND_GRAPH_HOST_NODE_AND_HOST_LAUNCH": "graph host-node records",
+}
+
+# nsys's own enum numbering, used only when a file lacks its ENUM_* table.
+_DEFAULT_EVENT_TYPES = {
+    "NvtxMark": 34,
+    "NvtxPushPopRange": 59,
+    "NvtxStartEndRange": 60,
+    "NvtxtPushPopRange": 70,
+    "NvtxtStartEndRange": 71,
+    "NvtxDomainCreate": 75,
+}
+_DEFAULT_DRIVER_CLASS = 1
+_DEFAULT_MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed"}
+_DEFAULT_MEM_KINDS |= {5: "Device Static", 6: "Managed Static", 7: "Unknown"}
+_DEFAULT_COPY_LABELS = {
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+_DEFAULT_SYNC_LABELS = {0: "Unknown", 1: "Event sync", 2: "Stream wait sync"}
+_DEFAULT_SYNC_LABELS |= {3: "Stream sync", 4: "Context sync"}
+
+_I64 = pl.Int64()
+_STR = pl.String()
+_PID = 1 << 24
+_MASK24 = 0xFFFFFF
+#: A table reader: raw rows of one part of a table -> some of the event columns.
+Reader = Callable[["_Ctx", pl.DataFrame], pl.DataFrame]
+#: pid and correlation packed in one Int64 (pid < 2**24, correlation < 2**32).
+_KEY_SHIFT = 1 << 32
+
+# --------------------------------------------------------------------------------------------
+# The database: open read-only, know its tables and columns.
+# --------------------------------------------------------------------------------------------
+
+
+class NsysDb:
+    """A read-only Nsight Systems export with its table/column inventory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.con = fetcher.connect(path)
+            rows = self.con.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            ).fetchall()
+            self.columns: dict[str, frozenset[str]] = {}
+            for (name,) in rows:
+                cols = self.con.execute(f'PRAGMA table_info("{name}")').fetchall()
+                self.columns[name] = frozenset(c[1] for c in cols)
+        except sqlite3.DatabaseError as exc:
+            raise InputError(path, _corrupt(exc)) from None
+
+    def has(self, table: str, *columns: str) -> bool:
+        """True when the table exists and has every named column."""
+        cols = self.columns.get(table)
+        return cols is not None and all(c in cols for c in columns)
+
+    def count(self, table: str) -> int:
+        """Number of rows of a table."""
+        return int(self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+
+    def enum(self, table: str, default: dict[int, str], by: str = "label") -> dict[int, str]:
+        """An ENUM_* table as {id: label (or name)}; nsys's numbering when the file lacks it."""
+        if not self.has(table, "id", by):
+            return dict(default)
+        rows = self.con.execute(f'SELECT id, "{by}" FROM "{table}"').fetchall()
+        return {int(i): str(v) for i, v in rows if v is not None}
+
+    def query(self, table: str, wanted: Iterable[str], where: str = "") -> fetcher.Query:
+        """SELECT of the wanted columns that exist; missing ones come back as NULL."""
+        parts, schema = [], {}
+        for col in wanted:
+            parts.append(f'"{col}"' if self.has(table, col) else f'NULL AS "{col}"')
+            schema[col] = _STR if col == "text" else _I64
+        return fetcher.Query(table, ", ".join(parts), schema, where)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.con.close()
+
+
+def _corrupt(exc: Exception) -> str:
+    return (
+        f"corrupt or truncated SQLite file ({exc}); re-export it with "
+        "`nsys export --type sqlite -o trace.sqlite trace.nsys-rep`"
+    )
+
+
+def check_tables(db: NsysDb) -> list[str]:
+    """Apply :data:`NEEDS`: raise for a missing required table or column.
+
+    Returns:
+        The optional tables the file lacks (their messages are in :data:`NEED_BY_TABLE`).
+    """
+    absent = []
+    for need in NEEDS:
+        cols = db.columns.get(need.table)
+        if cols is None:
+            if need.required:
+                raise InputError(db.path, need.missing)
+            absent.append(need.table)
+            continue
+        lacking = [c for c in need.columns if c not in cols]
+        if lacking:
+            raise InputError(
+                db.path,
+                f"table {need.table} has no column {', '.join(lacking)}: this export's schema "
+                "is not supported; re-export the report with Nsight Systems 2022.4 or newer",
+            )
+    return absent
+
+
+# --------------------------------------------------------------------------------------------
+# The queries: one per table, the columns the readers below use.
+# --------------------------------------------------------------------------------------------
+
+_GPU_COLS = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
+_NVTX_COLS = ("start", "end", "eventType", "text", "textId", "globalTid", "domainId")
+
+
+def _nvtx_types(db: NsysDb) -> dict[str, int]:
+    types = db.enum("ENUM_NSYS_EVENT_TYPE", {v: k for k, v in _DEFAULT_EVENT_TYPES.items()})
+    found = {name: i for i, name in types.items() if name in _DEFAULT_EVENT_TYPES}
+    return {**_DEFAULT_EVENT_TYPES, **found}
+
+
+def build_queries(db: NsysDb) -> list[fetcher.Query]:
+    """One query per event table present in the file."""
+    wanted = {
+        "CUPTI_ACTIVITY_KIND_RUNTIME": (
+            "start", "end", "eventClass", "globalTid", "correlationId", "nameId"
+        ),
+        "CUPTI_ACTIVITY_KIND_KERNEL": (*_GPU_COLS, "demangledName", "graphNodeId", "graphId"),
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": (*_GPU_COLS, "graphId"),
+        "CUPTI_ACTIVITY_KIND_MEMCPY": (
+            *_GPU_COLS, "bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId",
+            "graphNodeId",
+        ),
+        "CUPTI_ACTIVITY_KIND_MEMSET": (*_GPU_COLS, "bytes", "memKind", "graphNodeId"),
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (*_GPU_COLS, "syncType"),
+        "CUDA_UM_GPU_PAGE_FAULT_EVENTS": (
+            "start", "end", "globalPid", "deviceId", "faultAccessType"
+        ),
+        "CUDA_UM_CPU_PAGE_FAULT_EVENTS": ("start", "globalPid"),
+        "PROFILER_OVERHEAD": ("start", "end", "globalTid", "nameId", "correlationId"),
+        "CUPTI_ACTIVITY_KIND_OVERHEAD": ("start", "end", "globalTid", "nameId", "correlationId"),
+    }  # fmt: skip
+    queries = [db.query(t, cols) for t, cols in wanted.items() if db.has(t)]
+    if db.has("NVTX_EVENTS"):
+        types = _nvtx_types(db)
+        ranges = [i for n, i in types.items() if n != "NvtxDomainCreate"]
+        where = f"WHERE eventType IN ({', '.join(str(i) for i in sorted(ranges))})"
+        queries.append(db.query("NVTX_EVENTS", _NVTX_COLS, where))
+    return queries
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers: process/thread ids, string lookups, skip counting.
+# --------------------------------------------------------------------------------------------
+
+
+def _pid(col: str) -> pl.Expr:
+    return ((pl.col(col) // _PID) & _MASK24).alias("pid")
+
+
+def _tid(col: str) -> pl.Expr:
+    return (pl.col(col) & _MASK24).alias("tid")
+
+
+def _key(pid: str = "pid", corr: str = "correlation") -> pl.Expr:
+    """(pid, correlation) as one Int64, for cheap membership tests."""
+    return pl.col(pid) * _KEY_SHIFT + pl.col(corr)
+
+
+def _lookup(ids: pl.Expr, table: dict[int, str], alias: str) -> pl.Expr:
+    return ids.replace_strict(table, default=None, return_dtype=_STR).alias(alias)
+
+
+def _no_zero(col: str) -> pl.Expr:
+    """Correlation id 0 means 'none' in CUPTI."""
+    return pl.when(pl.col(col) != 0).then(pl.col(col)).alias("correlation")
+
+
+def _timed(df: pl.DataFrame, end: str = "end") -> pl.DataFrame:
+    return df.with_columns(
+        pl.col("start").alias("start_ns"), (pl.col(end) - pl.col("start")).alias("dur_ns")
+    )
+
+
+@dataclass
+class _Ctx:
+    """What every table reader shares: the db, the strings and the skip counts."""
+
+    db: NsysDb
+    strings: pl.DataFrame  # id, name, plus per-string flags computed once (not per row)
+    parts: dict[str, list[fetcher.Loader]]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def each(
+        self, table: str, reader: Reader, launches: pl.Series | None = None
+    ) -> pl.DataFrame | None:
+        """Read a table part by part: raw rows -> reader -> graph flags -> event columns."""
+        if table not in self.parts:
+            return None
+        out = []
+        for load in self.parts[table]:
+            df = reader(self, load())
+            if launches is not None:
+                df = mark_graph_launched(df, launches)
+            out.append(conform(df))
+        return _concat(out)
+
+    def names(self, df: pl.DataFrame, id_col: str, *extra: str) -> pl.DataFrame:
+        """Join ``name`` (and per-string flags) from StringIds; ``(unknown)`` when absent."""
+        table = self.strings.select("id", "name", *extra)
+        out = df.join(table, left_on=id_col, right_on="id", how="left", maintain_order="left")
+        if out["name"].null_count():  # fill only when needed: a fill rewrites every string
+            out = out.with_columns(pl.col("name").fill_null("(unknown)"))
+        return out
+
+    def skip(self, reason: str, n: int) -> None:
+        if n:
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def drop_bad_times(self, df: pl.DataFrame, table: str) -> pl.DataFrame:
+        """Rows without an end or ending before they start are skipped, and counted."""
+        bad = pl.col("dur_ns").is_null() | (pl.col("dur_ns") < 0)
+        n = df.select(bad.sum()).item()
+        self.skip(f"{table}: no end time, or end before start", n)
+        return df.filter(~bad) if n else df
+
+
+def load_strings(db: NsysDb) -> pl.DataFrame:
+    """StringIds with what the readers ask of a name, computed once per distinct string."""
+    s = fetcher.fetch(db.con, 'SELECT id, value FROM "StringIds"', {"id": _I64, "value": _STR})
+    api = nc.strip_api_suffix(pl.col("value"))
+    return s.select(
+        "id",
+        pl.col("value").alias("name"),
+        api.alias("api_name"),
+        nc.is_graph_launch(api).alias("graph_launch"),
+        nc.kernel_kind(pl.col("value")).alias("kernel_kind"),
+        (~pl.col("value").str.starts_with("cuda")).alias("driver_name"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# One reader per table: raw rows of one part of the table -> a subset of the event columns.
+# --------------------------------------------------------------------------------------------
+
+
+def _gpu_common(df: pl.DataFrame) -> pl.DataFrame:
+    return _timed(df).with_columns(
+        _pid("globalPid"),
+        pl.col("deviceId").alias("device"),
+        pl.col("streamId").alias("stream"),
+        _no_zero("correlationId"),
+    )
+
+
+def read_runtime(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
+    """CUDA runtime and driver API calls (driver calls are eventClass 'CUDA driver')."""
+    classes = ctx.db.enum("ENUM_NSYS_EVENT_CLASS", {}, by="name")
+    drivers = [i for i, n in classes.items() if n.endswith("CUDA_DRIVER")]
+    names = ctx.strings.select(
+        "id", pl.col("api_name").alias("name"), "graph_launch", "driver_name"
+    )
+    df = _timed(raw).join(names, left_on="nameId", right_on="id", how="left", maintain_order="left")
+    if df["name"].null_count():
+        df = df.with_columns(pl.col("name").fill_null("(unknown)"))
+    if ctx.db.has("CUPTI_ACTIVITY_KIND_RUNTIME", "eventClass"):
+        driver = pl.col("eventClass").is_in(drivers or [_DEFAULT_DRIVER_CLASS])
+    else:  # exports without eventClass: decide by the name
+        driver = pl.col("driver_name").fill_null(False)
+    return df.with_columns(
+        pl.when(driver).then(pl.lit("driver")).otherwise(pl.lit("runtime")).alias("kind"),
+        _pid("globalTid"),
+        _tid("globalTid"),
+        _no_zero("correlationId"),
+        pl.col("graph_launch").fill_null(False).alias("graph"),
+    )
+
+
+def read_kernels(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
+    """Kernel executions (demangled names); NCCL kernels become ``collective``."""
+    df = ctx.names(_gpu_common(raw), "demangledName", "kernel_kind")
+    in_graph = pl.col("graphNodeId").is_not_null() | pl.col("graphId").is_not_null()
+    return df.with_columns(
+        pl.col("kernel_kind").fill_null("kernel").alias("kind"), in_graph.alias("graph")
+    )
+
+
+def read_graph_trace(ctx: _Ctx, raw: pl.DataFrame, *, node_keys: pl.Series) -> pl.DataFrame:
+    """Whole-graph executions (``--cuda-graph-trace=graph``), as one kernel row each.
+
+    A launch whose kernels were also traced one by one (graph kernels with the same
+    correlation, ``node_keys``) is skipped and counted, so GPU time is not counted twice.
+    """
+    df = _gpu_common(raw).with_columns(
+        pl.lit("kernel").alias("kind"),
+        pl.coalesce(pl.format("[CUDA graph {}]", pl.col("graphId")), pl.lit("[CUDA graph]")).alias(
+            "name"
+        ),
+        pl.lit(True).alias("graph"),
+    )
+    if node_keys.is_empty():
+        return df
+    covered = _key().is_in(node_keys.implode()).fill_null(False)
+    n = df.select(covered.sum()).item()
+    ctx.skip("CUPTI_ACTIVITY_KIND_GRAPH_TRACE: launch whose kernels are traced one by one", n)
+    return df.filter(~covered) if n else df
+
+
+def read_memcpy(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
+    """Copies, with direction decided from the memory kinds (see ``_nsys_common``)."""
+    mem = ctx.db.enum("ENUM_CUDA_MEM_KIND", _DEFAULT_MEM_KINDS)
+    ops = ctx.db.enum("ENUM_CUDA_MEMCPY_OPER", _DEFAULT_COPY_LABELS)
+    df = _gpu_common(raw).with_columns(
+        _lookup(pl.col("copyKind"), ops, "label"),
+        _lookup(pl.col("srcKind"), mem, "src_label"),
+        _lookup(pl.col("dstKind"), mem, "dst_label"),
+    )
+    unified = nc.is_unified(pl.col("label"))
+    peer = pl.col("srcDeviceId") != pl.col("dstDeviceId")
+    df = df.with_columns(
+        nc.managed_if_unified(nc.mem_kind(pl.col("src_label")), unified).alias("src_mem"),
+        nc.managed_if_unified(nc.mem_kind(pl.col("dst_label")), unified).alias("dst_mem"),
+        nc.label_copy_kind(pl.col("label")).alias("label_kind"),
+        pl.format("[CUDA memcpy {}]", pl.col("label").fill_null("Unknown")).alias("name"),
+        pl.lit("memcpy").alias("kind"),
+        pl.col("graphNodeId").is_not_null().alias("graph"),
+    )
+    ck = nc.copy_kind(pl.col("src_mem"), pl.col("dst_mem"), pl.col("label_kind"), peer)
+    return df.with_columns(ck.alias("copy_kind"))
+
+
+def read_memset(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
+    """Memsets (the kind of memory set goes to ``dst_mem``)."""
+    mem = ctx.db.enum("ENUM_CUDA_MEM_KIND", _DEFAULT_MEM_KINDS)
+    return _gpu_common(raw).with_columns(
+        nc.mem_kind(_lookup(pl.col("memKind"), mem, "m")).alias("dst_mem"),
+        pl.lit("[CUDA memset]").alias("name"),
+        pl.lit("memset").alias("kind"),
+        pl.col("graphNodeId").is_not_null().alias("graph"),
+    )
+
+
+def read_sync(ctx: _Ctx, raw: pl.DataFrame, *, runtime: pl.DataFrame) -> pl.DataFrame:
+    """Synchronization waits, named by the API call that has their correlation id.
+
+    ``syncType`` is not trusted for the name (``cudaStreamSynchronize`` is 'Stream wait sync'
+    in 2025.x exports, 'Stream sync' in 2026.x); it names only syncs whose call is absent.
+
+    Args:
+        ctx: the shared context.
+        raw: rows of the SYNCHRONIZATION table.
+        runtime: the API calls, already in the event schema.
+    """
+    labels = ctx.db.enum("ENUM_CUPTI_SYNC_TYPE", _DEFAULT_SYNC_LABELS)
+    df = _gpu_common(raw)
+    keys = df.select(_key().alias("k"))["k"].drop_nulls().implode()
+    api = runtime.filter(_key().is_in(keys).fill_null(False))
+    api = api.select("pid", "correlation", pl.col("name").alias("api"), "tid").unique(
+        subset=["pid", "correlation"], keep="first"
+    )
+    df = df.join(api, on=["pid", "correlation"], how="left", maintain_order="left")
+    fallback = _lookup(pl.col("syncType"), labels, "s").fill_null("sync")
+    return df.with_columns(
+        pl.coalesce(pl.col("api"), fallback).alias("name"), pl.lit("sync").alias("kind")
+    )
+
+
+def nvtx_domains(db: NsysDb) -> pl.DataFrame:
+    """(pid, domainId) -> domain name of every non-default NVTX domain.
+
+    From the DomainCreate rows; a domain without one (a time-trimmed export) is named ``NCCL``
+    when every range in it is NCCL's (``nccl*``), else ``domain <id>``. Computed in SQLite.
+    """
+    schema = {"pid": _I64, "domainId": _I64, "created": _STR, "nccl": _I64}
+    if not db.has("NVTX_EVENTS", "domainId", "globalTid", "eventType"):
+        return pl.DataFrame(schema=schema).select(
+            "pid", "domainId", pl.col("created").alias("domain")
+        )
+    create = _nvtx_types(db)["NvtxDomainCreate"]
+    text = "e.text" if db.has("NVTX_EVENTS", "text") else "NULL"
+    value = "s.value" if db.has("NVTX_EVENTS", "textId") else "NULL"
+    join = "LEFT JOIN StringIds s ON s.id = e.textId" if value != "NULL" else ""
+    sql = (
+        f"SELECT (e.globalTid >> 24) & {_MASK24}, e.domainId, "
+        f"max(CASE WHEN e.eventType = {int(create)} THEN {text} END), "
+        f"min(CASE WHEN e.eventType = {int(create)} THEN 1 "
+        f"WHEN coalesce({text}, {value}, '') GLOB 'nccl*' THEN 1 ELSE 0 END) "
+        f"FROM NVTX_EVENTS e {join} WHERE e.domainId IS NOT NULL AND e.domainId != 0 "
+        "GROUP BY 1, 2"
+    )
+    df = fetcher.fetch(db.con, sql, schema)
+    fallback = pl.when(pl.col("nccl") == 1).then(pl.lit("NCCL"))
+    fallback = fallback.otherwise(pl.format("domain {}", pl.col("domainId")))
+    return df.select("pid", "domainId", pl.coalesce("created", fallback).alias("domain"))
+
+
+def read_nvtx(ctx: _Ctx, raw: pl.DataFrame, *, domains: pl.DataFrame) -> pl.DataFrame:
+    """NVTX ranges (push/pop, start/end) and marks (duration 0), with their domain names."""
+    is_mark = pl.col("eventType") == _nvtx_types(ctx.db)["NvtxMark"]
+    df = raw.with_columns(
+        _pid("globalTid"),
+        _tid("globalTid"),
+        pl.col("start").alias("start_ns"),
+        pl.when(is_mark).then(0).otherwise(pl.col("end") - pl.col("start")).alias("dur_ns"),
+    )
+    df = ctx.names(ctx.drop_bad_times(df, "NVTX_EVENTS range"), "textId")
+    if df["text"].null_count() < df.height:
+        df = df.with_columns(pl.coalesce(pl.col("text"), pl.col("name")).alias("name"))
+    df = df.join(domains, on=["pid", "domainId"], how="left", maintain_order="left")
+    return df.with_columns(pl.lit("annotation").alias("kind"))
+
+
+def read_gpu_faults(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
+    """Unified-memory GPU page faults (``uvm_fault``, with their duration)."""
+    access = ctx.db.enum("ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", {})
+    name = pl.format(
+        "[Unified Memory GPU page fault ({})]", _lookup(pl.col("faultAccessType"), access, "a")
+    )
+    df = _timed(raw).with_columns(
+        _pid("globalPid"),
+        pl.col("deviceId").alias("device"),
+        pl.lit("uvm_fault").alias("kind"),
+        pl.coalesce(name, pl.lit("[Unified Memory GPU page fault]")).alias("name"),
+    )
+    return ctx.drop_bad_times(df, "CUDA_UM_GPU_PAGE_FAULT_EVENTS")
+
+
+def read_cpu_faults(_ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
+    """Unified-memory CPU page faults (instants: ``uvm_fault`` of duration 0)."""
+    return raw.with_columns(
+        pl.col("start").alias("start_ns"),
+        pl.lit(0, _I64).alias("dur_ns"),
+        _pid("globalPid"),
+        pl.lit("uvm_fault").alias("kind"),
+        pl.lit("[Unified Memory CPU page fault]").alias("name"),
+    )
+
+
+def read_overhead(ctx: _Ctx, raw: pl.DataFrame, *, table: str) -> pl.DataFrame:
+    """Profiler overhead on the host (nsys's and CUPTI's), kept as ``overhead`` rows."""
+    df = ctx.names(_timed(raw), "nameId").with_columns(
+        _pid("globalTid"),
+        _tid("globalTid"),
+        _no_zero("correlationId"),
+        pl.lit("overhead").alias("kind"),
+    )
+    return ctx.drop_bad_times(df, table)
+
+
+def count_skipped_tables(ctx: _Ctx) -> None:
+    """Count the rows of event tables this reader does not use."""
+    for table, reason in SKIPPED_TABLES.items():
+        if ctx.db.has(table):
+            ctx.skip(reason, ctx.db.count(table))
+
+
+# --------------------------------------------------------------------------------------------
+# Assembly: each table part by part (bounded memory), graph flags, ranks.
+# --------------------------------------------------------------------------------------------
+
+
+def conform(df: pl.DataFrame) -> pl.DataFrame:
+    """Keep exactly the event columns, typed and in order (absent ones null, rank 0)."""
+    cols = []
+    for col, dtype in EVENT_COLUMNS.items():
+        if col in df.columns:
+            cols.append(pl.col(col).cast(dtype))
+        elif col == "rank":
+            cols.append(pl.lit(0, dtype).alias(col))
+        else:
+            cols.append(pl.lit(None, dtype).alias(col))
+    return df.select(cols)
+
+
+def mark_graph_launched(gpu: pl.DataFrame, launches: pl.Series) -> pl.DataFrame:
+    """GPU rows whose (pid, correlation) is a graph-launch call ran from a CUDA graph."""
+    if launches.is_empty():
+        return gpu
+    launched = _key().is_in(launches.implode()).fill_null(False)
+    return gpu.with_columns(pl.col("graph").fill_null(False) | launched)
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
+
+
+def assign_ranks(events: pl.DataFrame, rank: int | None) -> tuple[pl.DataFrame, list[int], str]:
+    """One rank per process that ran GPU work, ordered by (first GPU used, pid).
+
+    Returns:
+        The events with ``rank`` set, the ranks, and a warning (empty when none).
+    """
+    if rank is not None:
+        return events.with_columns(pl.lit(rank, pl.Int32).alias("rank")), [rank], ""
+    procs = (
+        events.lazy()
+        .select("pid", "device")
+        .filter(pl.col("device").is_not_null() & pl.col("pid").is_not_null())
+        .group_by("pid")
+        .agg(pl.col("device").min().alias("dev"))
+        .sort("dev", "pid")
+        .collect()
+    )
+    if procs.height <= 1:
+        return events, [0], ""
+    mapping = dict(zip(procs["pid"].to_list(), range(procs.height)))
+    rank_col = pl.col("pid").replace_strict(mapping, default=None, return_dtype=pl.Int32)
+    ranked = events.with_columns(rank_col.fill_null(0).alias("rank"))
+    orphans = events.select((~pl.col("pid").is_in(list(mapping))).sum()).item()
+    warning = (
+        f"{procs.height} processes ran GPU work in this one file: each is a rank, numbered by "
+        "the GPU it used"
+    )
+    if orphans:
+        warning += f"; {orphans} rows of processes without GPU work are on rank 0"
+    return ranked, list(range(procs.height)), warning
+
+
+def _graph_keys(df: pl.DataFrame | None) -> pl.Series:
+    """(pid, correlation) keys of the graph rows of a frame."""
+    if df is None:
+        return pl.Series("k", [], _I64)
+    return df.filter(pl.col("graph")).select(_key().alias("k"))["k"].drop_nulls()
+
+
+def read_events(
+    db: NsysDb, workers: int | None = None
+) -> tuple[pl.DataFrame, dict[str, int], list[str]]:
+    """Every event of the export in the event schema (not yet validated, rank 0).
+
+    Each table is read part by part (at most ``PART_ROWS`` rows), each part turned into event
+    rows before the next is loaded. Rows come table by table in the export's order (not
+    sorted by time: sort when order matters).
+
+    Returns:
+        The events, the skipped-row counts by reason, and the optional tables the file lacks.
+    """
+    absent = check_tables(db)
+    with fetcher.table_parts(db.path, db.con, build_queries(db), workers) as parts:
+        ctx = _Ctx(db, load_strings(db), parts)
+        runtime = ctx.each("CUPTI_ACTIVITY_KIND_RUNTIME", read_runtime)
+        assert runtime is not None  # required: check_tables raised otherwise
+        launches = _graph_keys(runtime)
+        kernels = ctx.each("CUPTI_ACTIVITY_KIND_KERNEL", read_kernels, launches)
+        graphs = functools.partial(read_graph_trace, node_keys=_graph_keys(kernels))
+        frames = [
+            runtime,
+            kernels,
+            ctx.each("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", graphs, launches),
+            ctx.each("CUPTI_ACTIVITY_KIND_MEMCPY", read_memcpy, launches),
+            ctx.each("CUPTI_ACTIVITY_KIND_MEMSET", read_memset, launches),
+            ctx.each(
+                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", functools.partial(read_sync, runtime=runtime)
+            ),
+            ctx.each("NVTX_EVENTS", functools.partial(read_nvtx, domains=nvtx_domains(db))),
+            ctx.each("CUDA_UM_GPU_PAGE_FAULT_EVENTS", read_gpu_faults),
+            ctx.each("CUDA_UM_CPU_PAGE_FAULT_EVENTS", read_cpu_faults),
+            ctx.each(
+                "PROFILER_OVERHEAD", functools.partial(read_overhead, table="PROFILER_OVERHEAD")
+            ),
+            ctx.each(
+                "CUPTI_ACTIVITY_KIND_OVERHEAD",
+                functools.partial(read_overhead, table="CUPTI_ACTIVITY_KIND_OVERHEAD"),
+            ),
+        ]
+    count_skipped_tables(ctx)
+    return _concat([f for f in frames if f is not None]), ctx.skipped, absent
+
+
+def read(
+    path: str | Path, *, rank: int | None = None, workers: int | None = None, **_options: object
+) -> Trace:
+    """Read an Nsight Systems SQLite export.
+
+    Args:
+        path: the ``.sqlite`` file written by ``nsys export --type sqlite``.
+        rank: put every event on this rank (a folder of per-rank files does this); by
+            default each process with GPU work is a rank, numbered by the GPU it used.
+        workers: processes that read a big file's tables in parallel (None: one per CPU,
+            at most 4; 1: none). Small files are always read in this process.
+        **_options: options meant for other readers, ignored.
+
+    Returns:
+        The trace (steps are assigned later by ``ccdiag.steps``).
+    """
+    p = Path(path)
+    db = NsysDb(p)
+    try:
+        events, skipped, absent = read_events(db, workers)
+        used = set(events["device"].drop_nulls().unique().to_list())
+        fields = _nsys_meta.read_meta(db.con, db.columns, used)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(p, _corrupt(exc)) from None
+    finally:
+        db.close()
+    events, ranks, rank_warning = assign_ranks(events, rank)
+    events = validate_events(events)
+    host_only = not used
+    warnings = fields.pop("warnings")
+    if host_only:
+        warnings.append(NEED_BY_TABLE["CUPTI_ACTIVITY_KIND_KERNEL"].missing)
+    if rank_warning:
+        warnings.append(rank_warning)
+    if fields.get("cc_mode") == "on" and not host_only:
+        fields["cc_mode"] = "devtools"  # CC 'on' blocks GPU tracing; GPU rows mean devtools
+    if absent:
+        fields["extra"]["nsys_tables_absent"] = ",".join(absent)
+    return Trace(
+        events=events,
+        meta=TraceMeta(
+            source=p.name,
+            format="nsys_sqlite",
+            profiler="nsys",
+            files=[p.name],
+            size_bytes=p.stat().st_size,
+            host_only=host_only,
+            n_events=events.height,
+            skipped=skipped,
+            warnings=warnings,
+            rank=rank,
+            ranks=ranks,
+            world_size=len(ranks) if len(ranks) > 1 else None,
+            **fields,
+        ),
+    )
