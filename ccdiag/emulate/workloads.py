@@ -212,7 +212,7 @@ class DDPTrain:
         torch.cuda.synchronize()
 
 
-def _allreduce_hook(state: DDPTrain, bucket: Any) -> Any:
+def _allreduce_hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects non-GradBucket annotations
     import torch.distributed as dist
 
     group = state.emu_group if (state.collective_on and state.emu_group is not None) else state.plain_group

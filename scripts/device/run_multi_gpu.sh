@@ -9,14 +9,16 @@ export PYTHONPATH=$PWD CCDIAG_CACHE=/tmp/ccd PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE
 t() { echo "=== $(date +%T) $*"; }
 LAYER=${LAYER:-auto}
 TR="python3 -m torch.distributed.run --standalone --nproc_per_node 2"
-t calibrate; timeout 180 $TR -m ccdiag.emulate.calibrate --platform b200 | tee $W/calibration.txt
+if [ -z "${SKIP_CALIBRATION:-}" ]; then t calibrate; timeout 180 $TR -m ccdiag.emulate.calibrate --platform b200 | tee $W/calibration.txt; fi
 CTAS=$(grep -o '"chosen_max_ctas": [0-9]*' $W/calibration.txt | head -1 | grep -o '[0-9]*$')
 export CCDIAG_EMU_MAX_CTAS=${CTAS:-2}; echo "using max_ctas=$CCDIAG_EMU_MAX_CTAS"
-runm() { t "$@"; timeout 300 $TR -m ccdiag.emulate.pairs "$@" --layer $LAYER || echo "FAILED: $*"; }
+runm() { t "$@"; timeout ${RUN_TIMEOUT:-300} $TR -m ccdiag.emulate.pairs "$@" --layer $LAYER || echo "FAILED: $*"; }
 runm ddp --out $W/ddp_2gpu --mechanisms launch,copy,collective --steps 12 --warmup 4 --kw bucket_cap_mb=25
 runm ddp --out $W/ddp_2gpu_bucket200 --mechanisms launch,copy,collective --steps 12 --warmup 4 --kw bucket_cap_mb=200
+if [ -z "${SKIP_TP:-}" ]; then
 runm tp_decode --out $W/tp2_decode --mechanisms launch,collective --steps 20 --warmup 5
 t tp1; timeout 240 python3 -m ccdiag.emulate.pairs tp_decode --out $W/tp1_decode --mechanisms launch,collective --steps 20 --warmup 5 --layer $LAYER || echo "FAILED tp1"
+fi
 t pack; ls -laR $W | head -60
 tar -C $W -czf $OUT/multi.tar.gz . ; ls -la $OUT
 t done
