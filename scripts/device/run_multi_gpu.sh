@@ -11,7 +11,7 @@ LAYER=${LAYER:-auto}
 TR="python3 -m torch.distributed.run --standalone --nproc_per_node 2"
 if [ -z "${SKIP_CALIBRATION:-}" ]; then t calibrate; timeout 180 $TR -m ccdiag.emulate.calibrate --platform b200 | tee $W/calibration.txt; fi
 CTAS=$(grep -o '"chosen_max_ctas": [0-9]*' $W/calibration.txt | head -1 | grep -o '[0-9]*$')
-export CCDIAG_EMU_MAX_CTAS=${CTAS:-2}; echo "using max_ctas=$CCDIAG_EMU_MAX_CTAS"
+export CCDIAG_EMU_MAX_CTAS=${CTAS:-${CCDIAG_EMU_MAX_CTAS:-2}}; echo "using max_ctas=$CCDIAG_EMU_MAX_CTAS"
 runm() { t "$@"; timeout ${RUN_TIMEOUT:-300} $TR -m ccdiag.emulate.pairs "$@" --layer $LAYER || echo "FAILED: $*"; }
 runm ddp --out $W/ddp_2gpu --mechanisms launch,copy,collective --steps 12 --warmup 4 --kw bucket_cap_mb=25
 runm ddp --out $W/ddp_2gpu_bucket200 --mechanisms launch,copy,collective --steps 12 --warmup 4 --kw bucket_cap_mb=200
