@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
-#: nsys adds the API version to runtime names (``cudaMemcpyAsync_v3020``); driver names keep
-#: their real ``_v2`` (``cuMemcpyHtoD_v2``), so only 4+ digit suffixes are removed.
-API_SUFFIX_RE = r"_v\d{4,}$"
+from ccdiag import apis
 
 #: nsys memory-kind labels (ENUM_CUDA_MEM_KIND.label, CSV SrcMemKd/DstMemKd) -> MemKind value.
 MEM_KIND_BY_LABEL: dict[str, str] = {
@@ -60,8 +58,9 @@ _DEVICE = ("device", "array")
 
 
 def strip_api_suffix(expr: pl.Expr) -> pl.Expr:
-    """``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync`` (``cuGetProcAddress_v2`` unchanged)."""
-    return expr.str.replace(API_SUFFIX_RE, "")
+    """``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``, as :func:`ccdiag.apis.normalize`
+    (which also drops the driver's ABI suffix: ``cuGetProcAddress_v2`` -> ``cuGetProcAddress``)."""
+    return apis.base_name(expr)
 
 
 def mem_kind(label: pl.Expr) -> pl.Expr:
@@ -134,5 +133,5 @@ def kernel_kind(name: pl.Expr) -> pl.Expr:
 
 
 def is_graph_launch(name: pl.Expr) -> pl.Expr:
-    """API calls that launch a CUDA graph (``cudaGraphLaunch``, ``cuGraphLaunch``)."""
-    return name.str.contains(r"^cu(da)?GraphLaunch").fill_null(False)
+    """API calls that launch a CUDA graph (:data:`ccdiag.apis.GRAPH_LAUNCH_APIS`)."""
+    return apis.is_graph_launch(name).fill_null(False)

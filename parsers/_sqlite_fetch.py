@@ -189,7 +189,8 @@ def _run_workers(path: Path, jobs: list[dict[str, object]], sizes: list[int], n:
 def _wait(proc: subprocess.Popen) -> str:
     """Wait for a worker; return its error line ('' on success)."""
     assert proc.stderr is not None
-    err = proc.stderr.read()
+    with proc.stderr:
+        err = proc.stderr.read()
     if proc.wait() == 0:
         return ""
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]

@@ -273,7 +273,7 @@ def check_tables(db: NsysDb) -> list[str]:
 # The queries: one per table, the columns the readers below use.
 # --------------------------------------------------------------------------------------------
 
-_GPU_COLS = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
+_GPU_COLS = ("start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid")
 _NVTX_COLS = ("start", "end", "eventType", "text", "textId", "globalTid", "domainId")
 
 
@@ -354,6 +354,27 @@ class _Ctx:
     strings: pl.DataFrame  # id, name, plus per-string flags computed once (not per row)
     parts: dict[str, list[fetcher.Loader]]
     skipped: dict[str, int] = field(default_factory=dict)
+    contexts: list[pl.DataFrame] = field(default_factory=list)
+
+    def gpu_rows(self, raw: pl.DataFrame) -> pl.DataFrame:
+        """Common GPU columns; remembers which device each (process, context) ran on."""
+        df = _gpu_common(raw)
+        self.contexts.append(df.select("pid", "contextId", "device").unique())
+        return df
+
+    def context_devices(self) -> pl.DataFrame:
+        """(pid, contextId) -> device, from the GPU rows read so far and CONTEXT_INFO."""
+        frames = [f for f in self.contexts if f.height]
+        t = "TARGET_INFO_CUDA_CONTEXT_INFO"
+        if self.db.has(t, "processId", "contextId", "deviceId"):
+            sql = f'SELECT processId, contextId, deviceId FROM "{t}"'
+            schema = {"pid": _I64, "contextId": _I64, "device": _I64}
+            frames.append(fetcher.fetch(self.db.con, sql, schema))
+        if not frames:
+            return pl.DataFrame(schema={"pid": _I64, "contextId": _I64, "ctx_device": _I64})
+        df = pl.concat([f.select("pid", "contextId", pl.col("device").cast(_I64)) for f in frames])
+        df = df.drop_nulls().unique(subset=["pid", "contextId"], keep="first", maintain_order=True)
+        return df.rename({"device": "ctx_device"})
 
     def each(
         self, table: str, reader: Reader, launches: pl.Series | None = None
@@ -408,11 +429,15 @@ def load_strings(db: NsysDb) -> pl.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 
+#: CUPTI_INVALID_STREAM_ID: the stream of a sync that has none (event syncs).
+_NO_STREAM = 0xFFFFFFFF
+
+
 def _gpu_common(df: pl.DataFrame) -> pl.DataFrame:
     return _timed(df).with_columns(
         _pid("globalPid"),
         pl.col("deviceId").alias("device"),
-        pl.col("streamId").alias("stream"),
+        pl.when(pl.col("streamId") != _NO_STREAM).then(pl.col("streamId")).alias("stream"),
         _no_zero("correlationId"),
     )
 
@@ -442,7 +467,7 @@ def read_runtime(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
 
 def read_kernels(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
     """Kernel executions (demangled names); NCCL kernels become ``collective``."""
-    df = ctx.names(_gpu_common(raw), "demangledName", "kernel_kind")
+    df = ctx.names(ctx.gpu_rows(raw), "demangledName", "kernel_kind")
     in_graph = pl.col("graphNodeId").is_not_null() | pl.col("graphId").is_not_null()
     return df.with_columns(
         pl.col("kernel_kind").fill_null("kernel").alias("kind"), in_graph.alias("graph")
@@ -455,7 +480,7 @@ def read_graph_trace(ctx: _Ctx, raw: pl.DataFrame, *, node_keys: pl.Series) -> p
     A launch whose kernels were also traced one by one (graph kernels with the same
     correlation, ``node_keys``) is skipped and counted, so GPU time is not counted twice.
     """
-    df = _gpu_common(raw).with_columns(
+    df = ctx.gpu_rows(raw).with_columns(
         pl.lit("kernel").alias("kind"),
         pl.coalesce(pl.format("[CUDA graph {}]", pl.col("graphId")), pl.lit("[CUDA graph]")).alias(
             "name"
@@ -474,7 +499,7 @@ def read_memcpy(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
     """Copies, with direction decided from the memory kinds (see ``_nsys_common``)."""
     mem = ctx.db.enum("ENUM_CUDA_MEM_KIND", _DEFAULT_MEM_KINDS)
     ops = ctx.db.enum("ENUM_CUDA_MEMCPY_OPER", _DEFAULT_COPY_LABELS)
-    df = _gpu_common(raw).with_columns(
+    df = ctx.gpu_rows(raw).with_columns(
         _lookup(pl.col("copyKind"), ops, "label"),
         _lookup(pl.col("srcKind"), mem, "src_label"),
         _lookup(pl.col("dstKind"), mem, "dst_label"),
@@ -496,7 +521,7 @@ def read_memcpy(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
 def read_memset(ctx: _Ctx, raw: pl.DataFrame) -> pl.DataFrame:
     """Memsets (the kind of memory set goes to ``dst_mem``)."""
     mem = ctx.db.enum("ENUM_CUDA_MEM_KIND", _DEFAULT_MEM_KINDS)
-    return _gpu_common(raw).with_columns(
+    return ctx.gpu_rows(raw).with_columns(
         nc.mem_kind(_lookup(pl.col("memKind"), mem, "m")).alias("dst_mem"),
         pl.lit("[CUDA memset]").alias("name"),
         pl.lit("memset").alias("kind"),
@@ -509,6 +534,9 @@ def read_sync(ctx: _Ctx, raw: pl.DataFrame, *, runtime: pl.DataFrame) -> pl.Data
 
     ``syncType`` is not trusted for the name (``cudaStreamSynchronize`` is 'Stream wait sync'
     in 2025.x exports, 'Stream sync' in 2026.x); it names only syncs whose call is absent.
+    ``deviceId`` is not trusted either (0 for every sync of both processes in nsys 2026.2's
+    2-GPU exports): the device is the one the sync's (process, context) ran GPU work on.
+    Event syncs have no stream (CUPTI's invalid id becomes null).
 
     Args:
         ctx: the shared context.
@@ -516,7 +544,10 @@ def read_sync(ctx: _Ctx, raw: pl.DataFrame, *, runtime: pl.DataFrame) -> pl.Data
         runtime: the API calls, already in the event schema.
     """
     labels = ctx.db.enum("ENUM_CUPTI_SYNC_TYPE", _DEFAULT_SYNC_LABELS)
-    df = _gpu_common(raw)
+    df = _gpu_common(raw).join(
+        ctx.context_devices(), on=["pid", "contextId"], how="left", maintain_order="left"
+    )
+    df = df.with_columns(pl.coalesce("ctx_device", "device").alias("device"))
     keys = df.select(_key().alias("k"))["k"].drop_nulls().implode()
     api = runtime.filter(_key().is_in(keys).fill_null(False))
     api = api.select("pid", "correlation", pl.col("name").alias("api"), "tid").unique(
