@@ -52,6 +52,9 @@ class StepTimes(_Model):
     treatment_spread: Spread
     delta_ci95: tuple[int, int] = Field(description="95% CI of the median delta (bootstrap)")
     significant: bool = Field(description="delta exceeds the noise (CI excludes 0)")
+    delta_spread: Spread | None = Field(default=None, description="per-step delta statistics")
+    n_steps: int = Field(default=0, description="aligned steps used")
+    noise_method: str = Field(default="", description="how delta_ci95 was estimated")
 
 
 class Recommendation(_Model):
@@ -75,6 +78,57 @@ class Attribution(_Model):
     summary: str
     evidence: dict[str, Any] = Field(default_factory=dict)
     recommendations: list[Recommendation] = Field(default_factory=list)
+    spread: Spread | None = Field(default=None, description="per-step attributed ns")
+    parts: dict[str, int] = Field(
+        default_factory=dict,
+        description="how ns_per_step was built: ledger category -> ns per step (signed); "
+        "'hidden_by_gpu_slack' is host growth that shrank GPU-critical time instead of adding",
+    )
+
+
+class LedgerRow(_Model):
+    """One category of the main host thread's step time, both runs (ns per step)."""
+
+    category: str
+    side: Literal["host", "gpu"] = Field(
+        description="host: the main thread's exposed time; gpu: GPU-critical time (host waited)"
+    )
+    baseline_total: int | None = Field(
+        default=None, description="host categories: incl. hidden time"
+    )
+    treatment_total: int | None = None
+    baseline: int
+    treatment: int
+    delta: int
+
+
+class StepPartition(_Model):
+    """The partition of one aligned step's delta (ns)."""
+
+    rank: int
+    index: int
+    baseline_step: int
+    treatment_step: int
+    delta: int
+    kept: bool = Field(default=True, description="used in the aggregate (not trimmed)")
+    parts: dict[str, int] = Field(description="mechanism (and 'unattributed') -> ns")
+
+
+class Partition(_Model):
+    """How the per-step delta was split, and on which basis."""
+
+    basis: str = Field(description="how per-step partitions were aggregated")
+    total_ns_per_step: int = Field(description="the delta the attribution adds up to")
+    steps_used: int
+    steps_total: int
+    ledger: list[LedgerRow] = Field(default_factory=list)
+    gpu_busy: list[LedgerRow] = Field(
+        default_factory=list, description="GPU busy time per class (union over streams)"
+    )
+    per_step: list[StepPartition] = Field(default_factory=list)
+    steady_state_ns_per_step: int = Field(
+        description="total minus one-time setup (whole-program traces)"
+    )
 
 
 class RuleOutcome(_Model):
@@ -116,3 +170,9 @@ class Report(_Model):
     )
     warnings: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    mode: Literal["gpu", "host_only"] = Field(
+        default="gpu", description="host_only: treatment has no GPU activity (CC mode on)"
+    )
+    whole_program: bool = Field(default=False, description="no step markers: one step")
+    partition: Partition | None = None
+    verdict: str = Field(default="", description="one-line verdict")

@@ -1,0 +1,327 @@
+"""The attribution engine: run every rule on a pair and partition the per-step delta.
+
+How the partition is built (per aligned step, then aggregated):
+
+1. **Critical path ledger** (``rules/_expr.py``). Each step of the main host thread is tiled by
+   labelled intervals (launch API, gaps before launches, copy API, sync API, setup API, other API,
+   other gaps). Every host wait (a sync, or a copy call that covered its GPU copy) that ended on a
+   GPU busy run makes a *GPU-critical window* from that run's start to the wait's end: there the
+   GPU, not the host, was the critical path, and host work under it was hidden. The step is then
+   exactly: exposed host time per category + GPU-critical time per GPU class (compute, collective,
+   host copies, other copies, UVM, idle). So the deltas of the categories add up to the step delta.
+2. **Claims.** Rules claim the growth of the categories their mechanism explains (LA01 the exposed
+   launch time, CO01 the critical collective time, ...). Claims on one category never exceed its
+   growth (scaled down pro rata): no double counting. What no rule claims is ``unattributed``.
+   Extra host time the GPU hid never reaches the ledger; extra GPU time the host waited for does.
+3. **Slack.** When host growth made the host critical where the GPU was before, GPU-critical time
+   shrinks while GPU work did not: that shrink (not explained by less GPU busy time) is taken back
+   from the host-side parts in proportion to their growth (``hidden_by_gpu_slack``).
+4. **Aggregate.** The steps whose total delta is in the lowest or highest 10 % are dropped
+   (when there are at least 10 steps) and every part is averaged over the same steps, so the
+   parts add up to the reported total; medians and p10–p90 per mechanism are reported too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ccdiag.pairing import Pair, spread
+from ccdiag.rules import REGISTRY
+from ccdiag.rules import _expr as ex
+from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext
+from ccdiag.verdict import (
+    Attribution,
+    LedgerRow,
+    Partition,
+    Recommendation,
+    Report,
+    RuleOutcome,
+    StepPartition,
+    TraceInfo,
+)
+
+UNATTRIBUTED = "unattributed"
+
+
+@dataclass
+class _Parts:
+    """Per-step arrays (steps x parts) for one mechanism."""
+
+    parts: dict[str, np.ndarray]
+
+    def add(self, key: str, v: np.ndarray) -> None:
+        self.parts[key] = self.parts.get(key, 0) + v
+
+    def total(self, n: int) -> np.ndarray:
+        return sum(self.parts.values(), np.zeros(n))
+
+
+def _claims_matrix(
+    findings: list[Finding], keys: pl.DataFrame
+) -> dict[tuple[str, str], np.ndarray]:
+    """(mechanism, category) -> per-step claimed ns, in the order of ``keys``."""
+    out: dict[tuple[str, str], np.ndarray] = {}
+    for f in findings:
+        if f.claims.height == 0:
+            continue
+        c = f.claims.group_by("rank", "idx", "category").agg(pl.col("ns").sum())
+        wide = c.pivot("category", index=["rank", "idx"], values="ns")
+        j = keys.join(wide, on=["rank", "idx"], how="left").fill_null(0.0)
+        for cat in wide.columns[2:]:
+            out[(f.mechanism, cat)] = j[cat].to_numpy().astype(float)
+    return out
+
+
+def _claim_pass(
+    ctx: RuleContext, mechs: list[str], claimed_by: dict, led: pl.DataFrame
+) -> dict[str, _Parts]:
+    n = led.height
+    parts = {m: _Parts({}) for m in [*mechs, UNATTRIBUTED]}
+    for cat in ctx.categories:
+        d = led[f"d_{cat}"].to_numpy().astype(float)
+        claimed = sum((claimed_by.get((m, cat), np.zeros(n)) for m in mechs), np.zeros(n))
+        pos = np.clip(d, 0, None)
+        scale = np.where(
+            claimed > pos, np.divide(pos, claimed, where=claimed > 0, out=np.zeros(n)), 1.0
+        )
+        given = np.zeros(n)
+        for m in mechs:
+            if (m, cat) in claimed_by:
+                v = claimed_by[(m, cat)] * scale
+                parts[m].add(cat, v)
+                given += v
+        parts[UNATTRIBUTED].add(cat, d - given)
+    return parts
+
+
+def _slack_pass(
+    ctx: RuleContext, parts: dict[str, _Parts], led: pl.DataFrame, mechs: list[str]
+) -> None:
+    """GPU-critical time that shrank while GPU work did not: host growth hid it; take it back."""
+    if ctx.host_only:
+        return
+    n = led.height
+    d_gpu = sum((led[f"d_{c}"].to_numpy().astype(float) for c in ex.GPU_CATEGORIES), np.zeros(n))
+    d_busy = (
+        ctx.busy["d_all"].to_numpy().astype(float) if "d_all" in ctx.busy.columns else np.zeros(n)
+    )
+    shrink = np.clip(np.clip(-d_gpu, 0, None) - np.clip(-d_busy, 0, None), 0, None)
+    host = [c for c in ex.HOST_CATEGORIES]
+    pos = {
+        m: np.clip(sum((parts[m].parts.get(c, np.zeros(n)) for c in host), np.zeros(n)), 0, None)
+        for m in mechs
+    }
+    total = sum(pos.values(), np.zeros(n))
+    taken = np.minimum(shrink, total)
+    for m, p in pos.items():
+        share = np.divide(p, total, where=total > 0, out=np.zeros(n))
+        parts[m].add("hidden_by_gpu_slack", -taken * share)
+    parts[UNATTRIBUTED].add("hidden_by_gpu_slack", taken)
+
+
+def _keep_mask(delta: np.ndarray, trim: float = 0.1) -> np.ndarray:
+    """Steps kept for the trimmed mean: drop the lowest and highest ``trim`` by total delta."""
+    n = delta.size
+    if n < 10:
+        return np.ones(n, dtype=bool)
+    k = int(np.floor(n * trim))
+    order = np.argsort(delta, kind="stable")
+    keep = np.ones(n, dtype=bool)
+    keep[order[:k]] = False
+    keep[order[n - k :]] = False
+    return keep
+
+
+def _trace_info(side: Any, steps: int) -> TraceInfo:
+    m = side.trace.meta
+    meta = m.model_dump(
+        exclude={"source", "format", "profiler", "skipped", "warnings", "files", "extra"}
+    )
+    return TraceInfo(
+        source=m.source,
+        format=m.format,
+        profiler=m.profiler,
+        steps=steps,
+        step_marker=m.step_marker,
+        metadata={k: v for k, v in meta.items() if v not in (None, [], {})},
+        skipped=dict(m.skipped),
+    )
+
+
+def _ledger_rows(ctx: RuleContext, keep: np.ndarray) -> tuple[list[LedgerRow], list[LedgerRow]]:
+    led = ctx.ledger.filter(pl.Series(keep))
+
+    def mean(c: str) -> int:
+        return int(led[c].mean() or 0)
+
+    rows = [
+        LedgerRow(
+            category=c,
+            side="gpu" if c.startswith("gpu_") else "host",
+            baseline=mean(f"b_{c}"),
+            treatment=mean(f"t_{c}"),
+            delta=mean(f"d_{c}"),
+            baseline_total=mean(f"b_{c}_total") if f"b_{c}_total" in led.columns else None,
+            treatment_total=mean(f"t_{c}_total") if f"t_{c}_total" in led.columns else None,
+        )
+        for c in ctx.categories
+    ]
+    gpu: list[LedgerRow] = []
+    if not ctx.host_only:
+        busy = ctx.busy.filter(pl.Series(keep))
+        gpu = [
+            LedgerRow(
+                category=c,
+                side="gpu",
+                baseline=int(busy[f"b_{c}"].mean() or 0),
+                treatment=int(busy[f"t_{c}"].mean() or 0),
+                delta=int(busy[f"d_{c}"].mean() or 0),
+            )
+            for c in (*ex.GPU_CLASSES, "all")
+        ]
+    return rows, gpu
+
+
+def _confidence(f: Finding, pair: Pair) -> str:
+    if pair.mode == "host_only" or not pair.step_times.significant:
+        return "low"
+    return f.confidence
+
+
+def _verdict(total: int, atts: list[Attribution], pair: Pair, steady: int) -> str:
+    st = pair.step_times
+    if not st.significant:
+        return (
+            f"no significant slowdown: delta {st.delta / 1e3:.1f} us/step is within the noise "
+            f"(95% CI {st.delta_ci95[0] / 1e3:.1f}..{st.delta_ci95[1] / 1e3:.1f} us)"
+        )
+    head = f"treatment is {st.ratio:.2f}x the baseline (+{total / 1e3:.1f} us/step)"
+    ranked = [a for a in atts if a.ns_per_step > 0]
+    if not ranked:
+        return head + "; no mechanism explains it"
+    top = ", ".join(f"{a.mechanism} {a.share:.0%}" for a in ranked[:3])
+    if pair.whole_program and any(a.mechanism == "one_time_setup" for a in ranked):
+        steady_top = [a for a in ranked if a.mechanism != "one_time_setup"][:1]
+        tail = f"; steady state +{steady / 1e3:.1f} us" + (
+            f", led by {steady_top[0].mechanism}" if steady_top else ""
+        )
+        return head + f": {top}{tail}"
+    return head + f": {top}"
+
+
+def diagnose_pair(
+    pair: Pair,
+    rules: tuple[type[Rule], ...] | None = None,
+    rule_options: dict[str, dict[str, Any]] | None = None,
+) -> Report:
+    """Run the rules on a pair and build the report (the partition of the per-step delta).
+
+    Args:
+        pair: an aligned pair from :func:`ccdiag.pairing.pair_traces`.
+        rules: rule classes to run (default: the registry).
+        rule_options: per rule code, option overrides.
+
+    Returns:
+        The validated report.
+    """
+    from ccdiag import __version__
+
+    ctx = RuleContext(pair)
+    opts = rule_options or {}
+    instances = [r(**opts.get(r.code, {})) for r in (rules or REGISTRY)]
+    outcomes: list[tuple[Rule, Outcome]] = [(r, r.run(ctx)) for r in instances]
+    fired = [(r, o.finding) for r, o in outcomes if o.status == "fired" and o.finding is not None]
+    mechs = [f.mechanism for _, f in fired]
+    led = ctx.ledger
+    keys = led.select("rank", "idx")
+    claimed_by = _claims_matrix([f for _, f in fired], keys)
+    parts = _claim_pass(ctx, mechs, claimed_by, led)
+    _slack_pass(ctx, parts, led, mechs)
+
+    n = led.height
+    delta = led["d_step_ns"].to_numpy().astype(float)
+    keep = _keep_mask(delta)
+    total = int(round(delta[keep].mean())) if n else 0
+    per_mech = {m: parts[m].total(n) for m in parts}
+    means = {m: int(round(v[keep].mean())) for m, v in per_mech.items() if m != UNATTRIBUTED}
+    unattr = total - sum(means.values())
+    atts: list[Attribution] = []
+    for rule, f in fired:
+        ns = means[f.mechanism]
+        recs = rule.recommend(ctx, f, ns, total)
+        atts.append(
+            Attribution(
+                mechanism=f.mechanism,
+                rule=f.code,
+                ns_per_step=ns,
+                share=round(ns / total, 4) if total else 0.0,
+                confidence=_confidence(f, pair),
+                summary=f.summary,
+                evidence=f.evidence,
+                recommendations=recs,
+                spread=spread(per_mech[f.mechanism]),
+                parts={k: int(round(v[keep].mean())) for k, v in parts[f.mechanism].parts.items()},
+            )
+        )
+    atts.sort(key=lambda a: -a.ns_per_step)
+    steady = total - means.get("one_time_setup", 0)
+    ledger_rows, gpu_rows = _ledger_rows(ctx, keep)
+    per_step = [
+        StepPartition(
+            rank=int(led["rank"][i]),
+            index=int(led["idx"][i]),
+            baseline_step=int(pair.aligned["b_step"][i]),
+            treatment_step=int(pair.aligned["t_step"][i]),
+            delta=int(delta[i]),
+            kept=bool(keep[i]),
+            parts={m: int(round(v[i])) for m, v in per_mech.items()},
+        )
+        for i in range(min(n, 1000))
+    ]
+    recs: list[Recommendation] = sorted(
+        (r for a in atts for r in a.recommendations),
+        key=lambda r: -r.predicted_recovery_ns_per_step,
+    )
+    warnings = list(pair.warnings)
+    if not pair.step_times.significant:
+        warnings.append(
+            "the per-step delta is within the noise: nothing here is a finding; repeat the runs"
+        )
+    basis = f"mean over {int(keep.sum())} of {n} aligned steps" + (
+        " (10% lowest and highest deltas dropped)" if keep.sum() < n else ""
+    )
+    return Report(
+        ccdiag_version=__version__,
+        baseline=_trace_info(pair.baseline, n),
+        treatment=_trace_info(pair.treatment, n),
+        step_ns=pair.step_times,
+        attribution=atts,
+        unattributed_ns_per_step=unattr,
+        unattributed_share=round(unattr / total, 4) if total else 0.0,
+        rules=[
+            RuleOutcome(
+                code=r.code, name=r.name, mechanism=r.mechanism, outcome=o.status, reason=o.reason
+            )
+            for r, o in outcomes
+        ],
+        recommendations=recs,
+        warnings=warnings,
+        notes=[*pair.dropped, *pair.notes],
+        mode=pair.mode,
+        whole_program=pair.whole_program,
+        partition=Partition(
+            basis=basis,
+            total_ns_per_step=total,
+            steps_used=int(keep.sum()),
+            steps_total=n,
+            ledger=ledger_rows,
+            gpu_busy=gpu_rows,
+            per_step=per_step,
+            steady_state_ns_per_step=steady,
+        ),
+        verdict=_verdict(total, atts, pair, steady),
+    )

@@ -1,0 +1,349 @@
+"""Pair a baseline trace with a treatment trace: align steps, check it is the same workload.
+
+Rules, in order:
+
+1. **Steps.** Each trace's step table (``Trace.steps``) gives the windows on each rank's host
+   timeline. A trace without steps is one step spanning its main host thread (whole-program
+   traces: research artifacts, short CUDA apps).
+2. **Warm-up.** A leading step (at most the first two) is dropped from both runs when, in either
+   run, it lasts more than ``warmup_factor`` (1.5) times that run's median step and the run has at
+   least 4 steps. Nothing else is dropped: a slow step in the treatment may be CC's doing.
+3. **Alignment.** Steps are aligned by index, per rank, after the drop; extra steps in the longer
+   run are left out with a warning.
+4. **Same workload.** Per aligned step, the multisets of GPU kernel names must overlap by at least
+   ``min_overlap`` (80 %, median over steps), launch counts must agree within ``launch_tolerance``
+   (25 %), and both runs must launch their kernels the same way (CUDA graph vs eager is a different
+   workload). A host-only treatment (CC mode ``on``: no GPU events) is compared by cpu_op names
+   instead. Otherwise :class:`~ccdiag.errors.PairMismatchError` (exit status 2).
+5. **Noise.** Per-step delta with median, p10–p90, mean and a bootstrap 95 % CI of the median
+   delta (paired steps). With fewer than 3 steps the CI comes from per-call jitter of the main
+   thread's API calls instead (n·var per API name), which is weaker; the report says so.
+   ``significant`` only when the CI excludes 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from ccdiag.errors import PairMismatchError
+from ccdiag.rules import _expr as ex
+from ccdiag.schema import Trace
+from ccdiag.verdict import Spread, StepTimes
+
+
+@dataclass(frozen=True)
+class PairOptions:
+    """Tolerances of the workload check and the warm-up rule."""
+
+    warmup_factor: float = 1.5
+    min_overlap: float = 0.8
+    launch_tolerance: float = 0.25
+    graph_tolerance: float = 0.5
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run of the pair, with the frames every rule needs (computed once)."""
+
+    trace: Trace
+    windows: pl.DataFrame  # rank, step, start_ns, end_ns (kept, aligned steps only)
+    threads: pl.DataFrame  # rank, pid, tid of the main host thread
+    gpu: pl.DataFrame  # GPU rows with gclass and step, in kept steps
+    has_gpu: bool
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two aligned runs of the same workload."""
+
+    baseline: Side
+    treatment: Side
+    aligned: pl.DataFrame  # rank, idx, b_step, t_step, b_ns, t_ns, delta_ns
+    mode: str  # "gpu" | "host_only"
+    whole_program: bool
+    step_times: StepTimes
+    dropped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _has_gpu(t: Trace) -> bool:
+    kinds = t.events["kind"].cast(pl.String).unique().to_list()
+    return not t.meta.host_only and any(k in kinds for k in ("kernel", "memcpy", "collective"))
+
+
+def _windows(t: Trace, threads: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Step windows (rank, step, start_ns, end_ns); whole-program when the trace has none."""
+    if t.steps.height:
+        return t.steps.select("rank", "step", "start_ns", "end_ns").sort("rank", "start_ns"), False
+    host = t.events.join(threads, on=["rank", "pid", "tid"])
+    w = host.group_by("rank").agg(
+        pl.col("start_ns").min(), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("end_ns")
+    )
+    return w.with_columns(pl.lit(0, dtype=pl.Int32).alias("step")).select(
+        "rank", "step", "start_ns", "end_ns"
+    ), True
+
+
+def _warmup_drop(wb: pl.DataFrame, wt: pl.DataFrame, factor: float) -> tuple[int, list[str]]:
+    """How many leading steps to drop (same number in both runs), with the reasons."""
+    drop, why = 0, []
+    for w, side in ((wb, "baseline"), (wt, "treatment")):
+        d = w.filter(pl.col("rank") == w["rank"].min())
+        durs = (d["end_ns"] - d["start_ns"]).to_numpy()
+        if durs.size < 4:
+            continue
+        med = float(np.median(durs))
+        k = 0
+        while k < 2 and durs[k] > factor * med:
+            k += 1
+        if k:
+            why.append(
+                f"{side}: first {k} step(s) dropped as warm-up "
+                f"({durs[0] / 1e6:.3f} ms vs median {med / 1e6:.3f} ms, rule: > {factor}x median)"
+            )
+        drop = max(drop, k)
+    return drop, why
+
+
+def _index(w: pl.DataFrame, drop: int) -> pl.DataFrame:
+    w = w.sort("rank", "start_ns").with_columns(pl.int_range(pl.len()).over("rank").alias("idx"))
+    return w.filter(pl.col("idx") >= drop).with_columns(pl.col("idx") - drop)
+
+
+def _align(wb: pl.DataFrame, wt: pl.DataFrame, opts: PairOptions) -> tuple[pl.DataFrame, list[str]]:
+    drop, notes = _warmup_drop(wb, wt, opts.warmup_factor)
+    b, t = _index(wb, drop), _index(wt, drop)
+    dur = pl.col("end_ns") - pl.col("start_ns")
+    a = b.select("rank", "idx", pl.col("step").alias("b_step"), dur.alias("b_ns")).join(
+        t.select("rank", "idx", pl.col("step").alias("t_step"), dur.alias("t_ns")),
+        on=["rank", "idx"],
+    )
+    if a.height < max(b.height, t.height):
+        notes.append(
+            f"step counts differ (baseline {b.height}, treatment {t.height} after warm-up): "
+            f"the first {a.height} aligned steps are compared"
+        )
+    return a.with_columns((pl.col("t_ns") - pl.col("b_ns")).alias("delta_ns")).sort(
+        "rank", "idx"
+    ), notes
+
+
+def _counts(rows: pl.DataFrame, step_col: str, key: str) -> pl.DataFrame:
+    return rows.group_by("rank", step_col, key).len("n").rename({step_col: "_s"})
+
+
+def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str) -> float:
+    """Median over aligned steps of Σ min(count) / max(Σ counts) of the name multisets."""
+    b = aligned.select("rank", "idx", pl.col("b_step").alias("_s")).join(cb, on=["rank", "_s"])
+    t = aligned.select("rank", "idx", pl.col("t_step").alias("_s")).join(ct, on=["rank", "_s"])
+    j = b.drop("_s").join(t.drop("_s"), on=["rank", "idx", key], how="full", coalesce=True)
+    j = j.with_columns(pl.col("n").fill_null(0), pl.col("n_right").fill_null(0))
+    per = j.group_by("rank", "idx").agg(
+        pl.min_horizontal("n", "n_right").sum().alias("common"),
+        pl.col("n").sum().alias("nb"),
+        pl.col("n_right").sum().alias("nt"),
+    )
+    per = per.with_columns((pl.col("common") / pl.max_horizontal("nb", "nt", 1)).alias("ov"))
+    return float(per["ov"].median()) if per.height else 1.0
+
+
+def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    api = side.events.filter(pl.col("kind").is_in(ex.API_KINDS)).join(
+        threads, on=["rank", "pid", "tid"]
+    )
+    api = ex.assign_window(
+        api.filter(ex.is_kernel_launch()).select("rank", "name", "start_ns"), windows
+    )
+    return api.group_by("rank", "step").agg(
+        pl.len().alias("launches"), ex.base_name().str.contains("GraphLaunch").sum().alias("graphs")
+    )
+
+
+def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions) -> None:
+    kb = _counts(b.gpu.filter(pl.col("gclass") != "uvm"), "step", "name")
+    kt = _counts(t.gpu.filter(pl.col("gclass") != "uvm"), "step", "name")
+    lb = _launch_stats(b.trace, b.threads, b.windows)
+    lt = _launch_stats(t.trace, t.threads, t.windows)
+    j = (
+        aligned.join(lb, left_on=["rank", "b_step"], right_on=["rank", "step"], how="left")
+        .join(lt, left_on=["rank", "t_step"], right_on=["rank", "step"], how="left", suffix="_t")
+        .fill_null(0)
+    )
+    gb = float((j["graphs"] > 0).mean() or 0.0)
+    gt = float((j["graphs_t"] > 0).mean() or 0.0)
+    where = t.trace.meta.source
+    if abs(gb - gt) > opts.graph_tolerance:
+        modes = {True: "CUDA graphs", False: "eager launches"}
+        raise PairMismatchError(
+            where,
+            f"not the same workload: baseline uses {modes[gb > 0.5]}, treatment uses "
+            f"{modes[gt > 0.5]} (a CUDA-graph vs eager pair is a different workload; capture both "
+            "runs in the same mode)",
+        )
+    nb, nt = float(j["launches"].median() or 0), float(j["launches_t"].median() or 0)
+    if max(nb, nt) > 0 and abs(nt - nb) / max(nb, 1.0) > opts.launch_tolerance:
+        raise PairMismatchError(
+            where,
+            f"not the same workload: {nb:.0f} kernel launches per step in the baseline vs "
+            f"{nt:.0f} in the treatment (tolerance {opts.launch_tolerance:.0%})",
+        )
+    ov = _overlap(kb, kt, aligned, "name")
+    if kb.height and kt.height and ov < opts.min_overlap:
+        raise PairMismatchError(
+            where,
+            f"not the same workload: only {ov:.0%} of the GPU kernels per step have the same "
+            f"names in both runs (need {opts.min_overlap:.0%}); check --step and the traces",
+        )
+
+
+def _check_op_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions) -> None:
+    def ops(s: Side) -> pl.DataFrame:
+        rows = s.trace.events.filter(pl.col("kind") == "cpu_op").join(
+            s.threads, on=["rank", "pid", "tid"]
+        )
+        return _counts(
+            ex.assign_window(rows.select("rank", "name", "start_ns"), s.windows), "step", "name"
+        )
+
+    ov = _overlap(ops(b), ops(t), aligned, "name")
+    if ov < opts.min_overlap:
+        raise PairMismatchError(
+            t.trace.meta.source,
+            f"not the same workload: only {ov:.0%} of the cpu_ops per step match the baseline's "
+            f"(need {opts.min_overlap:.0%}; host-only treatment compared by op names)",
+        )
+
+
+def spread(x: np.ndarray, ci: tuple[int, int] | None = None) -> Spread:
+    """Median, p10, p90, mean and a 95 % CI of the median of per-step values (ns)."""
+    if x.size == 0:
+        return Spread(median=0, p10=0, p90=0, mean=0, ci95_low=0, ci95_high=0, n=0)
+    lo, hi = ci if ci is not None else ex.bootstrap_median_ci(x)
+    return Spread(
+        median=int(np.median(x)),
+        p10=int(np.percentile(x, 10)),
+        p90=int(np.percentile(x, 90)),
+        mean=int(np.mean(x)),
+        ci95_low=lo,
+        ci95_high=hi,
+        n=int(x.size),
+    )
+
+
+def _jitter_sigma(s: Side) -> float:
+    """σ of a run's total host API time from per-call jitter: sqrt(Σ n·var per API name)."""
+    api = s.trace.events.filter(pl.col("kind").is_in(ex.API_KINDS)).join(
+        s.threads, on=["rank", "pid", "tid"]
+    )
+    v = api.group_by(ex.base_name().alias("n_")).agg((pl.len() * pl.col("dur_ns").var()).alias("v"))
+    return float(v["v"].fill_null(0).sum() or 0.0)
+
+
+def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
+    bn, tn, dn = (aligned[c].to_numpy().astype(np.int64) for c in ("b_ns", "t_ns", "delta_ns"))
+    if dn.size >= 3:
+        ci = ex.bootstrap_median_ci(dn)
+        method = f"bootstrap of the median over {dn.size} paired steps (2000 resamples)"
+    else:
+        sigma = float(np.sqrt(_jitter_sigma(b) + _jitter_sigma(t)))
+        med = int(np.median(dn)) if dn.size else 0
+        ci = (int(med - 1.96 * sigma), int(med + 1.96 * sigma))
+        method = (
+            f"only {dn.size} step(s): CI from per-call jitter of the main thread's API calls "
+            "(normal approximation); repeat the runs for a real spread"
+        )
+    med_b, med_t = int(np.median(bn)) if bn.size else 0, int(np.median(tn)) if tn.size else 0
+    return StepTimes(
+        baseline=med_b,
+        treatment=med_t,
+        delta=int(np.median(dn)) if dn.size else 0,
+        ratio=round(med_t / med_b, 4) if med_b else 0.0,
+        baseline_spread=spread(bn),
+        treatment_spread=spread(tn),
+        delta_ci95=ci,
+        significant=bool(ci[0] > 0 or ci[1] < 0),
+        delta_spread=spread(dn, ci),
+        n_steps=int(dn.size),
+        noise_method=method,
+    )
+
+
+def _side(t: Trace, host_only: bool) -> tuple[Side, bool]:
+    threads = ex.main_threads(t.events, host_only=host_only)
+    if threads.height == 0:
+        raise PairMismatchError(t.meta.source, "no host thread with CUDA API calls or cpu_ops")
+    windows, whole = _windows(t, threads)
+    gpu = ex.gpu_rows(t.events, windows) if not host_only else t.events.clear()
+    return Side(t, windows, threads, gpu, _has_gpu(t)), whole
+
+
+def _keep(s: Side, steps: pl.Series) -> Side:
+    w = s.windows.filter(pl.col("step").is_in(steps.implode()))
+    g = s.gpu.filter(pl.col("step").is_in(steps.implode())) if s.gpu.height else s.gpu
+    return Side(s.trace, w, s.threads, g, s.has_gpu)
+
+
+def _warn_meta(b: Trace, t: Trace) -> list[str]:
+    out = []
+    if b.meta.gpu and t.meta.gpu and b.meta.gpu != t.meta.gpu:
+        out.append(
+            f"different GPU models ({b.meta.gpu} vs {t.meta.gpu}): per-launch and per-byte "
+            "costs include the hardware difference, not only CC"
+        )
+    if b.meta.profiler != t.meta.profiler:
+        out.append(
+            f"different profilers ({b.meta.profiler} vs {t.meta.profiler}): profiler overhead "
+            "per launch differs and lands in the delta"
+        )
+    return out
+
+
+def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None = None) -> Pair:
+    """Align two traces step by step and check they are the same workload.
+
+    Args:
+        baseline: the CC-off run.
+        treatment: the CC-on run.
+        options: tolerances (defaults documented in the module docstring).
+
+    Returns:
+        The aligned pair.
+
+    Raises:
+        PairMismatchError: the two traces are not the same workload.
+    """
+    opts = options or PairOptions()
+    t_gpu = _has_gpu(treatment)
+    host_only = not t_gpu
+    b, whole_b = _side(baseline, host_only)
+    t, whole_t = _side(treatment, host_only)
+    aligned, notes = _align(b.windows, t.windows, opts)
+    if aligned.height == 0:
+        raise PairMismatchError(treatment.meta.source, "no steps to align with the baseline")
+    b, t = _keep(b, aligned["b_step"]), _keep(t, aligned["t_step"])
+    if host_only:
+        _check_op_workload(b, t, aligned, opts)
+    else:
+        _check_gpu_workload(b, t, aligned, opts)
+    warnings = _warn_meta(baseline, treatment)
+    if host_only:
+        warnings.append(
+            "treatment has no GPU activity (CC mode 'on' blocks profiling): diagnosis from "
+            "host-side evidence only, with low confidence; re-capture the treatment in CC "
+            "'devtools' mode"
+        )
+    return Pair(
+        baseline=b,
+        treatment=t,
+        aligned=aligned,
+        mode="host_only" if host_only else "gpu",
+        whole_program=whole_b or whole_t,
+        step_times=_step_times(b, t, aligned),
+        dropped=[n for n in notes if "dropped" in n],
+        warnings=warnings,
+        notes=[n for n in notes if "dropped" not in n],
+    )

@@ -1,0 +1,325 @@
+"""The Rule base class, the outcome and finding values, and the context rules read.
+
+A rule is one class in one file (``rules/<name_snake>.py``). Its class attributes are validated
+when the class is defined (``__init_subclass__``), the way sqlfluff validates rules in its
+metaclass: a bad code, name, mechanism, missing docstring heading or undocumented option fails at
+import time, not in a report.
+
+A rule does not decide how many nanoseconds its mechanism gets. It *claims* ledger categories
+(host time of the main thread, see ``_expr.HOST_CATEGORIES``) and GPU-wait shares, per aligned
+step; the engine (``ccdiag.engine``) reconciles all claims into one partition of the delta.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import polars as pl
+from ccdiag.rules import _expr as ex
+
+from ccdiag.schema import Kind
+from ccdiag.verdict import MECHANISMS, Recommendation
+
+if TYPE_CHECKING:
+    from ccdiag.pairing import Pair, Side
+
+HEADINGS = (
+    "## What it detects",
+    "## Why it costs time",
+    "## Evidence",
+    "## Example",
+    "## Fix",
+    "## Limits",
+    "## Options",
+    "## References",
+)
+CODE_RE = re.compile(r"^[A-Z]{2}\d{2}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$")
+CLAIM_SCHEMA = {"rank": pl.Int32, "idx": pl.Int64, "category": pl.String, "ns": pl.Float64}
+
+
+def opt(default: Any, doc: str) -> Any:
+    """An option field with its one-line definition (shown in docs and ``ccdiag explain``)."""
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a rule found: claims on the ledger, evidence, confidence, facts for the fixes."""
+
+    code: str
+    mechanism: str
+    claims: pl.DataFrame  # rank, idx, category, ns (>= 0)
+    summary: str
+    evidence: dict[str, Any]
+    confidence: Literal["low", "medium", "high"]
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """fired (with a finding), clean (checked, nothing found) or skipped (could not check)."""
+
+    status: Literal["fired", "clean", "skipped"]
+    reason: str = ""
+    finding: Finding | None = None
+
+    @classmethod
+    def fired(cls, finding: Finding) -> Outcome:
+        return cls("fired", finding.summary, finding)
+
+    @classmethod
+    def clean(cls, reason: str) -> Outcome:
+        return cls("clean", reason)
+
+    @classmethod
+    def skipped(cls, reason: str) -> Outcome:
+        return cls("skipped", reason)
+
+
+def claims(frame: pl.DataFrame, category: str, col: str) -> pl.DataFrame:
+    """Claims of one category from a frame with rank, idx and a per-step ns column."""
+    return frame.select(
+        pl.col("rank").cast(pl.Int32),
+        pl.col("idx").cast(pl.Int64),
+        pl.lit(category).alias("category"),
+        pl.col(col).cast(pl.Float64).clip(lower_bound=0).alias("ns"),
+    )
+
+
+def no_claims() -> pl.DataFrame:
+    return pl.DataFrame(schema=CLAIM_SCHEMA)
+
+
+class RuleContext:
+    """The pair plus derived frames, computed lazily and shared by all rules."""
+
+    def __init__(self, pair: Pair) -> None:
+        self.pair = pair
+        self.host_only = pair.mode == "host_only"
+        self.host_categories = ex.OP_CATEGORIES if self.host_only else ex.HOST_CATEGORIES
+        self.categories = (
+            self.host_categories if self.host_only else ex.HOST_CATEGORIES + ex.GPU_CATEGORIES
+        )
+
+    @cached_property
+    def _launching_ops(self) -> pl.Series:
+        b = self.pair.baseline
+        return ex.launching_op_names(b.trace.events, b.windows, b.threads)
+
+    def _calls(self, s: Side) -> pl.DataFrame:
+        if self.host_only:
+            return ex.op_calls(s.trace.events, s.windows, s.threads, self._launching_ops)
+        return ex.host_calls(s.trace.events, s.windows, s.threads)
+
+    @cached_property
+    def calls_b(self) -> pl.DataFrame:
+        return self._calls(self.pair.baseline)
+
+    @cached_property
+    def calls_t(self) -> pl.DataFrame:
+        return self._calls(self.pair.treatment)
+
+    def aligned_steps(self, frame: pl.DataFrame, side: str) -> pl.DataFrame:
+        """Join a per-step frame (rank, step, ...) onto the aligned index (rank, idx)."""
+        a = self.pair.aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
+        return a.join(frame, on=["rank", "step"], how="left").drop("step")
+
+    @cached_property
+    def ledger(self) -> pl.DataFrame:
+        """Aligned steps with b_/t_/d_ of step_ns, every category and every ``<host cat>_total``."""
+        cols = ("step_ns", *self.categories, *[f"{c}_total" for c in self.host_categories])
+
+        def side(s: Side, p: str) -> pl.DataFrame:
+            calls = self.calls_b if p == "b" else self.calls_t
+            win = self.crit_b if p == "b" else self.crit_t
+            led = ex.ledger(calls, s.gpu, s.windows, win, self.host_only)
+            return self.aligned_steps(led, p).rename({c: f"{p}_{c}" for c in cols})
+
+        j = (
+            side(self.pair.baseline, "b")
+            .join(side(self.pair.treatment, "t"), on=["rank", "idx"])
+            .fill_null(0)
+        )
+        return j.with_columns((pl.col(f"t_{c}") - pl.col(f"b_{c}")).alias(f"d_{c}") for c in cols)
+
+    @cached_property
+    def crit_b(self) -> pl.DataFrame:
+        """GPU-critical windows of the baseline (rank, step, ws, we)."""
+        return ex.critical_windows(
+            self.calls_b.clear() if self.host_only else self.calls_b, self.pair.baseline.gpu
+        )
+
+    @cached_property
+    def crit_t(self) -> pl.DataFrame:
+        return ex.critical_windows(
+            self.calls_t.clear() if self.host_only else self.calls_t, self.pair.treatment.gpu
+        )
+
+    def exposed_calls(self, side: str, cls: str) -> pl.DataFrame:
+        """Main-thread calls of one class with ``exposed_ns`` (outside GPU-critical windows)."""
+        calls = (self.calls_b if side == "b" else self.calls_t).filter(pl.col("cls") == cls)
+        iv = calls.select(
+            "rank", "step", "name", pl.col("eff_start").alias("a"), pl.col("end_ns").alias("b")
+        )
+        return ex.exposure(iv, self.crit_b if side == "b" else self.crit_t)
+
+    @cached_property
+    def busy(self) -> pl.DataFrame:
+        """Aligned steps with b_/t_/d_ GPU busy ns per class (and 'all')."""
+        classes = (*ex.GPU_CLASSES, "all")
+
+        def wide(s: Side, p: str) -> pl.DataFrame:
+            if s.gpu.height == 0:
+                return self.pair.aligned.select("rank", "idx")
+            w = ex.gpu_busy(s.gpu).pivot("gclass", index=["rank", "step"], values="busy_ns")
+            w = w.rename({c: f"{p}_{c}" for c in classes if c in w.columns})
+            return self.aligned_steps(w, p)
+
+        j = wide(self.pair.baseline, "b").join(wide(self.pair.treatment, "t"), on=["rank", "idx"])
+        cols = [
+            pl.col(f"{p}_{c}").fill_null(0)
+            if f"{p}_{c}" in j.columns
+            else pl.lit(0).alias(f"{p}_{c}")
+            for p in ("b", "t")
+            for c in classes
+        ]
+        j = j.with_columns(cols)
+        return j.with_columns(
+            (pl.col(f"t_{c}") - pl.col(f"b_{c}")).alias(f"d_{c}") for c in classes
+        )
+
+    @cached_property
+    def copies_b(self) -> pl.DataFrame:
+        return ex.copy_table(self.calls_b) if not self.host_only else self.calls_b.clear()
+
+    @cached_property
+    def copies_t(self) -> pl.DataFrame:
+        return ex.copy_table(self.calls_t) if not self.host_only else self.calls_t.clear()
+
+    def kinds(self, side: str) -> set[str]:
+        s = self.pair.baseline if side == "b" else self.pair.treatment
+        return set(s.trace.events["kind"].cast(pl.String).unique().to_list())
+
+
+class Rule:
+    """Base class of every rule. Subclasses set the class attributes below and ``evaluate``."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    mechanism: ClassVar[str]
+    requires: ClassVar[frozenset[Kind]]
+    requires_gpu: ClassVar[bool] = True
+    Options: ClassVar[type]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        where = f"rule {cls.__name__}"
+        if not CODE_RE.match(getattr(cls, "code", "")):
+            raise TypeError(f"{where}: code must be two capitals and two digits, e.g. LA01")
+        if not NAME_RE.match(getattr(cls, "name", "")):
+            raise TypeError(f"{where}: name must be kebab-case naming the mechanism")
+        if cls.name.split("-")[0] in ("use", "avoid", "disallow", "no", "prefer"):
+            raise TypeError(f"{where}: name must name the mechanism, not the fix")
+        if getattr(cls, "mechanism", None) not in MECHANISMS:
+            raise TypeError(f"{where}: mechanism must be one of {MECHANISMS}")
+        req = getattr(cls, "requires", None)
+        if not isinstance(req, frozenset) or not all(isinstance(k, Kind) for k in req):
+            raise TypeError(f"{where}: requires must be a frozenset of Kind")
+        _check_options(cls, where)
+        _check_doc(cls, where)
+
+    def __init__(self, **overrides: Any) -> None:
+        self.options = self.Options(**overrides)
+
+    @classmethod
+    def summary(cls) -> str:
+        """The docstring's first line."""
+        return inspect.getdoc(cls).splitlines()[0].strip()  # type: ignore[union-attr]
+
+    @classmethod
+    def option_docs(cls) -> list[tuple[str, Any, str]]:
+        """(name, default, definition) of every option."""
+        return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(cls.Options)]
+
+    def check(self, ctx: RuleContext) -> Outcome | None:
+        """Skip when the required kinds are missing; None when the rule can run."""
+        if self.requires_gpu and ctx.host_only:
+            return Outcome.skipped("treatment has no GPU activity (CC mode 'on'); needs GPU events")
+        missing = {k.value for k in self.requires} - (ctx.kinds("b") | ctx.kinds("t"))
+        if missing:
+            return Outcome.skipped(f"no {', '.join(sorted(missing))} events in either trace")
+        return None
+
+    def run(self, ctx: RuleContext) -> Outcome:
+        """check, then evaluate."""
+        return self.check(ctx) or self.evaluate(ctx)
+
+    def evaluate(self, ctx: RuleContext) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def recommend(
+        self, ctx: RuleContext, finding: Finding, ns: int, delta: int
+    ) -> list[Recommendation]:
+        """Fixes with predicted recovery, given the ns per step the engine attributed."""
+        return []
+
+    def fired(
+        self,
+        claims_: pl.DataFrame,
+        summary: str,
+        evidence: dict[str, Any],
+        confidence: Literal["low", "medium", "high"],
+        **facts: Any,
+    ) -> Outcome:
+        """A fired outcome with this rule's finding."""
+        return Outcome.fired(self.finding(claims_, summary, evidence, confidence, **facts))
+
+    def finding(
+        self,
+        claims_: pl.DataFrame,
+        summary: str,
+        evidence: dict[str, Any],
+        confidence: Literal["low", "medium", "high"],
+        **facts: Any,
+    ) -> Finding:
+        """Build this rule's finding."""
+        return Finding(self.code, self.mechanism, claims_, summary, evidence, confidence, facts)
+
+
+def recommendation(fix: str, ns: float, delta: int, text: str, method: str) -> Recommendation:
+    """A recommendation with its share of the step delta."""
+    ns_i = max(int(ns), 0)
+    return Recommendation(
+        fix=fix,
+        predicted_recovery_ns_per_step=ns_i,
+        share=round(ns_i / delta, 4) if delta > 0 else 0.0,
+        text=text,
+        method=method,
+    )
+
+
+def _check_options(cls: type, where: str) -> None:
+    opts = getattr(cls, "Options", None)
+    if opts is None or not dataclasses.is_dataclass(opts):
+        raise TypeError(f"{where}: Options must be a dataclass")
+    if not opts.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise TypeError(f"{where}: Options must be frozen")
+    for f in dataclasses.fields(opts):
+        if f.default is dataclasses.MISSING or not f.metadata.get("doc"):
+            raise TypeError(f"{where}: option {f.name} needs a default and a doc (use opt())")
+
+
+def _check_doc(cls: type, where: str) -> None:
+    doc = inspect.getdoc(cls) or ""
+    pos = [doc.find(h) for h in HEADINGS]
+    if not doc or any(p < 0 for p in pos):
+        missing = [h for h, p in zip(HEADINGS, pos) if p < 0]
+        raise TypeError(f"{where}: docstring lacks {missing}")
+    if pos != sorted(pos):
+        raise TypeError(f"{where}: docstring headings out of order")

@@ -1,0 +1,112 @@
+"""SY01 sync-stall."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+from ccdiag.rules import _expr as ex
+from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
+
+from ccdiag.schema import Kind
+from ccdiag.verdict import Recommendation
+
+
+class SyncStall(Rule):
+    """Every synchronization / readback costs a fixed extra stall, even when the GPU is idle.
+
+    ## What it detects
+    A higher cost per synchronize call (``cudaStreamSynchronize``, ``cudaEventSynchronize``,
+    ``cudaDeviceSynchronize`` and driver equivalents) beyond the wait itself: the median *exposed*
+    time per call (outside GPU-critical windows), comparing like with like: syncs that found the
+    GPU idle in both runs, else the wake-up after the GPU finished in both runs.
+
+    ## Why it costs time
+    Under CC completion is signalled through encrypted / authenticated paths; on H100 + TDX a sync
+    costs 11–17 µs more per call. Steps with many readbacks (``.item()``, ``.cpu()``) pay it each
+    time.
+
+    ## Evidence
+    Main-thread sync calls per aligned step and their duration percentiles per API name in both
+    runs. Claims exposed ``sync_api`` time (sync calls while the GPU had nothing left to do) up to
+    syncs per step × floor increase.
+
+    ## Example
+    ``tests/rules/cases/sync-stall.yaml`` ``fires_when_every_sync_costs_more``. Published (H100,
+    ISPASS): ``cudaEventSynchronize`` median 4.1 → 15.4 µs; ``cudaDeviceSynchronize`` +13–17 µs.
+
+    ## Fix
+    - Fewer synchronizations per step: drop ``.item()`` in the loop, batch readbacks.
+    - Move readbacks to a drain thread.
+
+    ## Limits
+    A sync that waits longer because the GPU is slower is not this rule: that wait is GPU-critical
+    time and goes to the GPU-side mechanism. Few syncs per step make the floor estimate noisy.
+
+    ## Options
+    See below.
+
+    ## References
+    - DESIGN.md (H100 figures); cc-cost-model.md §2.0 "Synchronization".
+    """
+
+    code: ClassVar[str] = "SY01"
+    name: ClassVar[str] = "sync-stall"
+    mechanism: ClassVar[str] = "sync_stall"
+    requires: ClassVar[frozenset[Kind]] = frozenset({Kind.RUNTIME})
+
+    @dataclass(frozen=True)
+    class Options:
+        min_floor_ns: int = opt(2000, "Smallest increase of exposed sync time per call (ns).")
+
+    def evaluate(self, ctx: RuleContext) -> Outcome:
+        sb, st = (c.filter(pl.col("cls") == "sync") for c in (ctx.calls_b, ctx.calls_t))
+        if sb.height == 0 or st.height == 0:
+            return Outcome.clean("no synchronize calls on the main thread")
+        eb, et = ctx.exposed_calls("b", "sync"), ctx.exposed_calls("t", "sync")
+        idle = pl.col("exposed_ns") >= pl.col("b") - pl.col("a")
+        ib, it = eb.filter(idle), et.filter(idle)
+        if ib.height and it.height:
+            basis, (xb, xt) = "syncs on an idle GPU", (ib, it)
+        elif ib.height == 0 and it.height == 0:
+            basis, (xb, xt) = "wake-up after the GPU finished", (eb, et)
+        else:
+            return Outcome.clean("no comparable syncs (idle-GPU syncs in one run only)")
+        inc = float(xt["exposed_ns"].median()) - float(xb["exposed_ns"].median())
+        if inc < self.options.min_floor_ns:
+            return Outcome.clean(f"cost per sync beyond the wait grew {inc / 1e3:.1f} us ({basis})")
+        per = ctx.aligned_steps(st.group_by("rank", "step").len("n"), "t").fill_null(0)
+        per = per.with_columns((pl.col("n") * inc).alias("c"))
+        n = float(per["n"].median() or 0)
+        ev = {
+            "syncs_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), sb, st),
+            "increase_per_call_ns": int(inc),
+            "compared": basis,
+            "exposed_per_call_ns": ex.both(lambda d: ex.percentiles(d["exposed_ns"]), xb, xt),
+            "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), sb, st),
+            "by_api": ex.both(
+                lambda d: ex.top_list(
+                    d.with_columns(ex.base_name().alias("api")),
+                    "api",
+                    calls=pl.len(),
+                    median_ns=pl.col("eff_ns").median(),
+                ),
+                sb,
+                st,
+            ),
+            "published": "H100 cudaEventSynchronize 4.1 -> 15.4 us; DeviceSynchronize +13-17 us",
+        }
+        summary = f"{n:.0f} syncs/step each stall ~{inc / 1e3:.1f} us longer beyond their wait"
+        conf = "high" if st.height >= 20 else "medium"
+        return self.fired(claims(per, "sync_api", "c"), summary, ev, conf, n=n)
+
+    def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
+        n = f.facts["n"]
+        if n <= 1:
+            text = "Move the per-step readback / sync to a drain thread."
+            how = "attributed sync stall: off the main thread it no longer delays launches"
+            return [recommendation("drain_thread", ns, delta, text, how)]
+        text = f"Cut {n:.0f} syncs/step to one: no .item()/.cpu() in the loop, batch readbacks."
+        how = f"attributed stall x syncs removed ({n:.0f} -> 1 per step)"
+        return [recommendation("fewer_syncs", ns * (n - 1) / n, delta, text, how)]
