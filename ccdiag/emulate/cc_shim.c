@@ -107,8 +107,13 @@ static long long now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+/* Busy wait (CPU-side crypto keeps a core busy), pausing between clock reads so a spinning thread
+ * does not flood a VM's clock source or starve a sibling hyperthread. */
 static void spin_until(long long t) {
   while (now_ns() < t) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (int i = 0; i < 8; i++) __builtin_ia32_pause();
+#endif
   }
 }
 static long long env_ll(const char *name, long long dflt) {

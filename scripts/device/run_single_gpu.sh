@@ -16,10 +16,12 @@ t smoke; if ! timeout 120 $PAIRS decode --out $W/smoke --backend none --steps 3 
   echo "SMOKE FAILED with layer auto; falling back to runtime"; LAYER=runtime; fi
 cat $W/smoke/timing_none.json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print("shim_calls", d["shim_calls"])' || true
 run() { t "$@"; timeout 240 $PAIRS "$@" --layer $LAYER || echo "FAILED: $*"; }
-run decode --out $W/decode_eager --kw mode=eager --mechanisms launch,copy --host-only-treatment
-run decode --out $W/decode_graph --kw mode=graph --mechanisms launch,copy
-run kv_offload --out $W/kv_offload --mechanisms copy
-run async_readback --out $W/async_readback --mechanisms copy
+R=${ROUNDS:-3}
+run decode --out $W/decode_eager --kw mode=eager --mechanisms launch,copy --host-only-treatment --rounds $R
+run decode --out $W/decode_graph --kw mode=graph --mechanisms launch,copy --rounds $R
+run kv_offload --out $W/kv_offload --mechanisms copy --rounds $R
+run async_readback --out $W/async_readback --mechanisms copy --rounds $R
+[ -n "${ONLY_SAMPLES:-}" ] && { tar -C $W -czf $OUT/single.tar.gz --exclude='smoke' . ; exit 0; }
 # B200 ratios without any profiler (issue 3): eager and graph decode, launch+copy
 run decode --out $W/timing_eager --kw mode=eager --mechanisms launch,copy --backend none --steps 50 --rounds 3
 run decode --out $W/timing_graph --kw mode=graph --mechanisms launch,copy --backend none --steps 50 --rounds 3
