@@ -33,6 +33,8 @@ from ccdiag.rules import _expr as ex
 from ccdiag.schema import Trace
 from ccdiag.verdict import Spread, StepTimes
 
+WHOLE_TRACE = "whole trace"  # ccdiag.steps' marker label for traces without steps
+
 
 @dataclass(frozen=True)
 class PairOptions:
@@ -77,7 +79,7 @@ def _has_gpu(t: Trace) -> bool:
 
 def _windows(t: Trace, threads: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
     """Step windows (rank, step, start_ns, end_ns); whole-program when the trace has none."""
-    if t.steps.height:
+    if t.steps.height and t.meta.step_marker != WHOLE_TRACE:
         return t.steps.select("rank", "step", "start_ns", "end_ns").sort("rank", "start_ns"), False
     host = t.events.join(threads, on=["rank", "pid", "tid"])
     w = host.group_by("rank").agg(
