@@ -29,6 +29,13 @@ StepOpt = Annotated[
 ]
 
 
+@app.callback()
+def _root() -> None:
+    """Diagnose why GPU workloads run slower under NVIDIA Confidential Computing."""
+    # A callback keeps typer in multi-command mode (``ccdiag summary TRACE``) even while only
+    # one command is registered.
+
+
 def _write_json(obj: object, dest: str) -> None:
     """Write JSON to a file, or to stdout when dest is '-'."""
     text = json.dumps(obj, indent=2, sort_keys=False) + "\n"
