@@ -170,13 +170,13 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read(path: str | Path, *, python_functions: bool = False, chunk_mb: int = 32) -> Trace:
+def read(path: str | Path, *, python_functions: bool = False, chunk_bytes: int = 32 << 20) -> Trace:
     """Read a Kineto trace (``.json`` or ``.json.gz``) into the event schema.
 
     Args:
         path: the trace file.
         python_functions: keep ``python_function`` events (kind ``python``) instead of skipping.
-        chunk_mb: size of one chunk of JSON text decoded at a time.
+        chunk_bytes: size of one chunk of JSON text decoded at a time (memory vs. speed).
 
     Returns:
         The trace; ``steps`` is empty until ``ccdiag.steps.assign_steps``.
@@ -186,7 +186,7 @@ def read(path: str | Path, *, python_functions: bool = False, chunk_mb: int = 32
     """
     p = Path(path)
     reader = _Reader(p, load_map(), python_functions)
-    chunks = ArrayChunks(p, "traceEvents", chunk_mb << 20)
+    chunks = ArrayChunks(p, "traceEvents", chunk_bytes)
     with _gc_paused():
         frames = list(chunks.map(reader.decode, reader.chunk))
     doc = chunks.meta

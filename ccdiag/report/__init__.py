@@ -1,0 +1,1 @@
+"""Renderers: pure functions from summaries / reports to text, markdown, HTML and JSON."""
