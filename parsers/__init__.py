@@ -27,6 +27,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 def sniff(path: Path) -> str:
     """Return the format name of a file or folder, or raise InputError."""
     if not path.exists():
+        from ccdiag.parsers import nsys_csv
+
+        if nsys_csv.find_set(path) is not None:  # a prefix of nsys stats CSV reports
+            return "nsys_csv"
         raise InputError(path, "no such file or folder")
     if path.is_dir():
         from ccdiag.parsers import folder
@@ -49,7 +53,9 @@ def sniff(path: Path) -> str:
             raise InputError(path, f"corrupt gzip stream ({exc})") from None
         if inner.lstrip()[:1] in (b"{", b"["):
             return "kineto"
-        raise InputError(path, "gzip file does not contain a JSON trace")
+        if _is_stats_csv(inner):
+            return "nsys_csv"
+        raise InputError(path, "gzip file does not contain a JSON trace or an nsys stats CSV")
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"["):
         return "kineto"
@@ -57,14 +63,19 @@ def sniff(path: Path) -> str:
         raise InputError(path, "named .gz but not gzip-compressed")
     if path.suffix == ".nsys-rep" or head[:4] in (b"NSYS", b"QDST"):
         return "nsys_rep"
-    text = head.decode("utf-8", "replace")
-    if text.startswith(("Start (ns)", "Time (%)", "\ufeffStart (ns)")):
+    if _is_stats_csv(head):
         return "nsys_csv"
     raise InputError(
         path,
         "unrecognized trace format (expected Kineto JSON[.gz], Nsight Systems .sqlite/"
         ".nsys-rep, or nsys stats CSV)",
     )
+
+
+def _is_stats_csv(head: bytes) -> bool:
+    """An ``nsys stats`` CSV report starts with its header (after a possible BOM)."""
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    return text.startswith(("Start (ns)", "Time (%)"))
 
 
 def read(path: str | Path, **options: object) -> Trace:

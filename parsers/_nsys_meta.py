@@ -12,7 +12,8 @@ Read:
   ``GpuInfo`` JSON of ``TARGET_INFO_SYSTEM_ENV`` (only each GPU's ``Name`` and
   ``InConfidentialComputeMode``); else the GPU is unknown and a warning says so.
 - ``NvDriverVersion`` and ``CudaDriverVersion`` from ``TARGET_INFO_SYSTEM_ENV``.
-- ``CUDA_VERSION`` and ``NCCL_VERSION`` from the captured environment.
+- ``CUDA_VERSION``, ``NCCL_VERSION`` and the launcher's rank variables (``RANK``,
+  ``WORLD_SIZE`` and their MPI/Slurm equivalents) from the captured environment.
 - the export schema and nsys version from ``META_DATA_EXPORT`` (``EXPORT_META_DATA`` before
   2023).
 - the CUDA-graph trace mode and whether UVM page faults were collected.
@@ -28,7 +29,20 @@ from typing import Any
 
 _VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
 _ENV_VERSION = re.compile(r"^\"?(\d+(?:\.\d+){1,3})(?:-\d+)?\"?$")
-_ENV_KEYS = {"CUDA_VERSION": "cuda_runtime", "NCCL_VERSION": "nccl_version"}
+_ENV_INT = re.compile(r"^\"?(\d{1,7})\"?$")
+#: The only environment variables read: name -> (field, pattern of an acceptable value).
+_ENV_KEYS = {
+    "CUDA_VERSION": ("cuda_runtime", _ENV_VERSION),
+    "NCCL_VERSION": ("nccl_version", _ENV_VERSION),
+    "RANK": ("env_rank", _ENV_INT),
+    "OMPI_COMM_WORLD_RANK": ("env_rank", _ENV_INT),
+    "SLURM_PROCID": ("env_rank", _ENV_INT),
+    "PMI_RANK": ("env_rank", _ENV_INT),
+    "WORLD_SIZE": ("env_world_size", _ENV_INT),
+    "OMPI_COMM_WORLD_SIZE": ("env_world_size", _ENV_INT),
+    "SLURM_NTASKS": ("env_world_size", _ENV_INT),
+    "PMI_SIZE": ("env_world_size", _ENV_INT),
+}
 _SYSTEM_KEYS = ("NvDriverVersion", "CudaDriverVersion", "GpuInfo")
 _EXPORT_KEYS = (
     "EXPORT_SCHEMA_VERSION",
@@ -113,19 +127,21 @@ def _schema_version(export: dict[str, str]) -> str | None:
 
 
 def _capture(con: sqlite3.Connection, tables: Mapping[str, Set[str]]) -> dict[str, str]:
-    """Allow-listed rows of META_DATA_CAPTURE: two environment variables and three flags."""
+    """Allow-listed rows of META_DATA_CAPTURE: a few environment variables and three flags."""
     if "META_DATA_CAPTURE" not in tables:
         return {}
     out: dict[str, str] = {}
+    keys = tuple(_ENV_KEYS)
     env_sql = (
         "SELECT value FROM META_DATA_CAPTURE WHERE name GLOB '*ENVIRONMENT_VARIABLE' "
-        "AND (substr(value, 1, 13) = 'CUDA_VERSION=' OR substr(value, 1, 13) = 'NCCL_VERSION=')"
+        f"AND substr(value, 1, instr(value, '=') - 1) IN ({_in(keys)})"
     )
-    for (value,) in _rows(con, env_sql):
+    for (value,) in _rows(con, env_sql, keys):
         key, _, raw = str(value).partition("=")
-        m = _ENV_VERSION.match(raw.strip())
-        if m and _ENV_KEYS[key] not in out:
-            out[_ENV_KEYS[key]] = m.group(1)
+        field, pattern = _ENV_KEYS[key]
+        m = pattern.match(raw.strip())
+        if m and field not in out:
+            out[field] = m.group(1)
     for suffix, (field, allowed) in _CAPTURE_FLAGS.items():
         sql = "SELECT value FROM META_DATA_CAPTURE WHERE name = ? OR name GLOB ?"
         for (value,) in _rows(con, sql, (suffix, f"PROCESS_*:{suffix}")):
@@ -145,8 +161,10 @@ def read_meta(
         used_devices: device ids that ran GPU work (picks ``gpu`` among several).
 
     Returns:
-        Keyword arguments for :class:`ccdiag.schema.TraceMeta` plus ``warnings``; ``cc_mode``
-        is ``on`` when the GPU reports Confidential Computing (the caller refines it).
+        Keyword arguments for :class:`ccdiag.schema.TraceMeta` plus ``warnings`` and, when the
+        profiled process had them, ``env_rank`` / ``env_world_size`` (its ``RANK`` and
+        ``WORLD_SIZE``); ``cc_mode`` is ``on`` when the GPU reports Confidential Computing (the
+        caller refines it).
     """
     system = _system(con, tables)
     names, cc = _gpus(con, tables, system)
@@ -169,6 +187,9 @@ def read_meta(
     out["cuda_driver"] = cuda_driver_version(system.get("CudaDriverVersion", ""))
     out["cuda_runtime"] = capture.pop("cuda_runtime", None)
     out["nccl_version"] = capture.pop("nccl_version", None)
+    for key in ("env_rank", "env_world_size"):
+        if key in capture:
+            out[key] = int(capture.pop(key))
     out["schema_version"] = _schema_version(export)
     product = export.get("EXPORT_PRODUCT_VERSION", "")
     if _VERSION.match(product):

@@ -679,6 +679,11 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
 
 
+def _gpu_processes(events: pl.DataFrame) -> int:
+    gpu = pl.col("device").is_not_null() & pl.col("pid").is_not_null()
+    return events.lazy().filter(gpu).select(pl.col("pid").n_unique()).collect().item()
+
+
 def assign_ranks(events: pl.DataFrame, rank: int | None) -> tuple[pl.DataFrame, list[int], str]:
     """One rank per process that ran GPU work, ordered by (first GPU used, pid).
 
@@ -769,8 +774,10 @@ def read(
 
     Args:
         path: the ``.sqlite`` file written by ``nsys export --type sqlite``.
-        rank: put every event on this rank (a folder of per-rank files does this); by
-            default each process with GPU work is a rank, numbered by the GPU it used.
+        rank: put every event on this rank (a folder of per-rank files does this). By
+            default a file of one profiled rank takes the ``RANK`` its process had, and a file
+            of several processes makes each process with GPU work a rank, numbered by the GPU
+            it used.
         workers: processes that read a big file's tables in parallel (None: one per CPU,
             at most 4; 1: none). Small files are always read in this process.
         **_options: options meant for other readers, ignored.
@@ -788,6 +795,9 @@ def read(
         raise InputError(p, _corrupt(exc)) from None
     finally:
         db.close()
+    env_rank, env_size = fields.pop("env_rank", None), fields.pop("env_world_size", None)
+    if rank is None and env_rank is not None and _gpu_processes(events) <= 1:
+        rank = env_rank  # one rank profiled on its own: its RANK environment variable
     events, ranks, rank_warning = assign_ranks(events, rank)
     events = validate_events(events)
     host_only = not used
@@ -814,7 +824,7 @@ def read(
             warnings=warnings,
             rank=rank,
             ranks=ranks,
-            world_size=len(ranks) if len(ranks) > 1 else None,
+            world_size=len(ranks) if len(ranks) > 1 else env_size,
             **fields,
         ),
     )
