@@ -12,11 +12,10 @@ from typing import Any
 import goldens
 import polars as pl
 import pytest
+from ccdiag.parsers import kineto
 from conftest import shared_path
 
 from ccdiag import api
-from ccdiag.errors import InputError
-from ccdiag.parsers import kineto
 
 TRACES = goldens.kineto_traces()
 HTA = "external/HolisticTraceAnalysis/tests/data"

@@ -7,15 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import pytest
+from ccdiag.parsers import kineto
 from conftest import shared_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from ccdiag.errors import InputError
-from ccdiag.parsers import kineto
 
 
 def _ev(name: str, cat: str = "cpu_op", ts: Any = 1000.0, dur: Any = 5.0, **args: Any) -> dict:
