@@ -123,6 +123,33 @@ def _slack_pass(
     parts[UNATTRIBUTED].add("hidden_by_gpu_slack", taken)
 
 
+PURE_HOST = ("launch_api", "gap_launch", "setup_api", "other_api", "gap_other")
+
+
+def _hidden_host_pass(ctx: RuleContext, parts: dict[str, _Parts], led: pl.DataFrame) -> None:
+    """Host time that was exposed and is now hidden (its exposed time shrank): GPU-critical time
+    grew over it, so that much of the GPU growth did not lengthen the step. Taken from the
+    GPU-side parts in proportion to their growth, given back to the (negative) unattributed host
+    parts. (Copy calls are left out: a copy that starts to block moves into a window by itself.)"""
+    if ctx.host_only:
+        return
+    n = led.height
+    loss = [-led[f"d_{c}"].to_numpy().astype(float) for c in (*PURE_HOST, "sync_api")]
+    hidden = sum((np.clip(v, 0, None) for v in loss), np.zeros(n))
+    gpu = {
+        m: np.clip(
+            sum((p.parts.get(c, np.zeros(n)) for c in ex.GPU_CATEGORIES), np.zeros(n)), 0, None
+        )
+        for m, p in parts.items()
+    }
+    total = sum(gpu.values(), np.zeros(n))
+    taken = np.minimum(hidden, total)
+    for m, g in gpu.items():
+        share = np.divide(g, total, where=total > 0, out=np.zeros(n))
+        parts[m].add("host_work_hidden_by_gpu", -taken * share)
+    parts[UNATTRIBUTED].add("host_work_hidden_by_gpu", taken)
+
+
 def _keep_mask(delta: np.ndarray, trim: float = 0.1) -> np.ndarray:
     """Steps kept for the trimmed mean: drop the lowest and highest ``trim`` by total delta."""
     n = delta.size
@@ -241,6 +268,7 @@ def diagnose_pair(
     claimed_by = _claims_matrix([f for _, f in fired], keys)
     parts = _claim_pass(ctx, mechs, claimed_by, led)
     _slack_pass(ctx, parts, led, mechs)
+    _hidden_host_pass(ctx, parts, led)
 
     n = led.height
     delta = led["d_step_ns"].to_numpy().astype(float)

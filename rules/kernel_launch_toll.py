@@ -65,7 +65,9 @@ class KernelLaunchToll(Rule):
     @dataclass(frozen=True)
     class Options:
         min_toll_ns: int = opt(700, "Smallest per-launch increase (quantile shift, ns).")
-        min_ratio: float = opt(0.1, "...and at least this fraction of the baseline launch cost.")
+        min_ratio: float = opt(
+            0.1, "...and this fraction of the baseline call (half of it for the gap before)."
+        )
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
         if ctx.host_only:
@@ -75,13 +77,15 @@ class KernelLaunchToll(Rule):
             return Outcome.clean("no kernel launches on the main thread")
         call = ex.quantile_shift(lb["eff_ns"], lt["eff_ns"])
         gap = ex.quantile_shift(lb["gap_ns"], lt["gap_ns"])
-        base = float(lb["eff_ns"].median() or 0) + float(lb["gap_ns"].median() or 0)
-        floor = max(self.options.min_toll_ns, self.options.min_ratio * base)
-        in_call, in_gap = call["shift_ns"] >= floor, gap["shift_ns"] >= floor and gap["uniform"]
+        o = self.options
+        f_call = max(o.min_toll_ns, o.min_ratio * float(lb["eff_ns"].median() or 0))
+        f_gap = max(o.min_toll_ns, 0.5 * o.min_ratio * float(lb["gap_ns"].median() or 0))
+        in_call = call["shift_ns"] >= f_call
+        in_gap = gap["shift_ns"] >= f_gap and gap["uniform"]
         if not (in_call or in_gap):
             return Outcome.clean(
                 f"per-launch cost moved {call['shift_ns']} ns in the call, {gap['shift_ns']} ns "
-                f"before it (threshold {int(floor)} ns)"
+                f"before it (thresholds {int(f_call)} / {int(f_gap)} ns)"
             )
         per = ctx.aligned_steps(lt.group_by("rank", "step").len("n"), "t").fill_null(0)
         per = per.with_columns((pl.col("n") * gap["shift_ns"]).alias("g"))

@@ -1,0 +1,155 @@
+"""Build small event frames for rule cases: compact rows, or a parameterized step workload.
+
+Everything goes through :func:`ccdiag.schema.conform` and :func:`ccdiag.steps.assign_steps`, so
+the frames are valid by construction and steps are found the way real traces' are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ccdiag.schema import Trace, TraceMeta, conform
+from ccdiag.steps import assign_steps
+
+HOST = {"pid": 1, "tid": 1}
+GPU = {"pid": 1, "device": 0, "stream": 7}
+US = 1000
+
+
+def rows_trace(rows: list[list[Any]], source: str = "case") -> Trace:
+    """A trace from compact rows ``[kind, name, start_us, dur_us, {extra columns}]``."""
+    cols: dict[str, list[Any]] = {}
+    for i, r in enumerate(rows):
+        kind, name, start, dur = r[:4]
+        extra = dict(r[4]) if len(r) > 4 else {}
+        base = dict(
+            GPU if kind in ("kernel", "memcpy", "memset", "collective", "uvm_fault") else HOST
+        )
+        base.update(kind=kind, name=name, start_ns=int(start * US), dur_ns=int(dur * US), **extra)
+        for k in set(cols) | set(base):
+            cols.setdefault(k, [None] * i).append(base.get(k))
+    meta = TraceMeta(source=source, format="kineto", profiler="torch.profiler", gpu="NVIDIA H200")
+    return assign_steps(Trace(events=conform(cols), meta=meta))
+
+
+@dataclass
+class Workload:
+    """One stream, one host thread: per step ``launches`` kernels, then an optional copy and a sync.
+
+    Times in µs. ``toll_gap_us`` is host time spun before each launch (an emulator's toll);
+    ``copy`` keys: bytes, gpu_us, call_us, blocking, pad_us, kind, src, dst, after_us;
+    ``collective`` keys: n, us, bytes (on stream 8, waited for by the sync);
+    ``uvm`` keys: n, us (migrations at the start of each kernel burst; kernels also grow);
+    ``setup`` keys: api, us (one setup call per step).
+    """
+
+    steps: int = 6
+    launches: int = 40
+    launch_us: float = 5.0
+    gap_us: float = 20.0
+    toll_gap_us: float = 0.0
+    kernel_us: float = 3.0
+    sync_us: float = 10.0
+    tail_us: float = 30.0
+    copy: dict[str, Any] | None = None
+    collective: dict[str, Any] | None = None
+    uvm: dict[str, Any] | None = None
+    setup: dict[str, Any] | None = None
+    rows: list[list[Any]] = field(default_factory=list)
+
+    def build(self, source: str = "workload") -> Trace:
+        t, corr = 100.0, 1
+        for _ in range(self.steps):
+            t0, gpu_free = t, t
+            if self.setup:
+                self.rows.append(["runtime", self.setup["api"], t, self.setup["us"], HOST])
+                t += self.setup["us"] + 2
+            if self.uvm:
+                for _ in range(self.uvm["n"]):
+                    self.rows.append(
+                        [
+                            "uvm_fault",
+                            "[CUDA memcpy Unified Host-to-Device]",
+                            gpu_free,
+                            self.uvm["us"],
+                            {"bytes": 65536, "correlation": 0},
+                        ]
+                    )
+                    gpu_free += self.uvm["us"]
+            for _ in range(self.launches):
+                t += self.gap_us + self.toll_gap_us
+                self.rows.append(
+                    ["runtime", "cudaLaunchKernel", t, self.launch_us, {"correlation": corr}]
+                )
+                start = max(t + self.launch_us + 1, gpu_free)
+                self.rows.append(
+                    ["kernel", "gemm_kernel", start, self.kernel_us, {"correlation": corr}]
+                )
+                gpu_free, t, corr = start + self.kernel_us, t + self.launch_us, corr + 1
+            if self.collective:
+                c = self.collective
+                for _ in range(c["n"]):
+                    self.rows.append(
+                        [
+                            "collective",
+                            "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                            gpu_free,
+                            c["us"],
+                            {"stream": 8, "bytes": c["bytes"]},
+                        ]
+                    )
+                    gpu_free += c["us"]
+            if self.copy:
+                t, gpu_free, corr = self._copy(t, gpu_free, corr)
+            t += 5
+            end = max(t + self.sync_us, gpu_free + 2)
+            self.rows.append(["runtime", "cudaStreamSynchronize", t, end - t, HOST])
+            t = end + self.tail_us
+            self.rows.append(["annotation", "step", t0, t - t0, HOST])
+            t += 10
+        return rows_trace(self.rows, source)
+
+    def _copy(self, t: float, gpu_free: float, corr: int) -> tuple[float, float, int]:
+        c = self.copy or {}
+        start = max(t + 2, gpu_free)
+        gpu = {
+            "correlation": corr,
+            "bytes": c.get("bytes", 64),
+            "copy_kind": c.get("kind", "DtoH"),
+            "src_mem": c.get("src", "device"),
+            "dst_mem": c.get("dst", "pinned"),
+        }
+        self.rows.append(
+            ["memcpy", "Memcpy DtoH (Device -> Pinned)", start, c.get("gpu_us", 2.0), gpu]
+        )
+        end_gpu = start + c.get("gpu_us", 2.0)
+        call = c.get("call_us", 8.0)
+        dur = max(call, end_gpu - t) + c.get("pad_us", 0.0) if c.get("blocking") else call
+        self.rows.append(["runtime", "cudaMemcpyAsync", t, dur, {"correlation": corr}])
+        return t + dur + c.get("after_us", 20.0), end_gpu, corr + 1
+
+
+def case_trace(spec: dict[str, Any], shared: Path, source: str) -> Trace:
+    """A trace from a YAML case side: ``rows``, ``workload`` or ``trace`` (+ ``inject``)."""
+    if "rows" in spec:
+        return rows_trace(spec["rows"], source)
+    if "workload" in spec:
+        return Workload(**spec["workload"]).build(source)
+    from ccdiag import api
+    from ccdiag.replay import Injection, synthesize
+
+    trace = api.load_trace(shared / spec["trace"])
+    return (
+        synthesize(trace, Injection(**spec.get("inject", {})), source)
+        if "inject" in spec
+        else trace
+    )
+
+
+def frame(trace: Trace) -> pl.DataFrame:
+    """The events of a trace (handy in asserts)."""
+    return trace.events
