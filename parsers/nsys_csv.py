@@ -75,7 +75,7 @@ class CsvSet:
         return self.prefix.name
 
 
-def _report_files(folder: Path) -> dict[tuple[str, str], Path]:
+def report_files(folder: Path) -> dict[tuple[str, str], Path]:
     """(prefix name, report kind) -> file, for every report file in a folder."""
     found: dict[tuple[str, str], Path] = {}
     for p in sorted(folder.iterdir()) if folder.is_dir() else []:
@@ -88,14 +88,14 @@ def _report_files(folder: Path) -> dict[tuple[str, str], Path]:
 
 
 def _set_for(folder: Path, prefix: str) -> CsvSet:
-    files = {k: p for (pre, k), p in _report_files(folder).items() if pre == prefix}
+    files = {k: p for (pre, k), p in report_files(folder).items() if pre == prefix}
     return CsvSet(folder / prefix, files)
 
 
 def find_set(path: Path) -> CsvSet | None:
     """The report set a path names (a report file, a prefix, or a folder), or None."""
     if path.is_dir():
-        prefixes = sorted({pre for (pre, k) in _report_files(path) if k.endswith("_trace")})
+        prefixes = sorted({pre for (pre, k) in report_files(path) if k.endswith("_trace")})
         if len(prefixes) > 1:
             shown = ", ".join(prefixes[:4]) + (", ..." if len(prefixes) > 4 else "")
             raise InputError(

@@ -24,7 +24,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="only report goldens that differ")
     args = ap.parse_args()
     stale = []
-    traces = goldens.kineto_traces()
+    traces = goldens.all_traces()
     for path in traces:
         gp = goldens.golden_path(path)
         new = goldens.summary_of(path)

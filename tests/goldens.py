@@ -36,6 +36,24 @@ def kineto_traces() -> list[Path]:
     return [p for p in found if _is_kineto(p)]
 
 
+def nsys_traces() -> list[Path]:
+    """Every Nsight Systems SQLite export and every nsys stats CSV set (by prefix), sorted."""
+    from ccdiag.parsers import nsys_csv
+
+    exports = [p for p in sorted(SHARED.rglob("*.sqlite")) if p.is_file()]
+    prefixes = set()
+    for folder in sorted({p.parent for p in SHARED.rglob("*_cuda_api_trace.csv*")}):
+        prefixes |= {
+            folder / pre for (pre, kind) in nsys_csv.report_files(folder) if kind.endswith("trace")
+        }
+    return exports + sorted(prefixes)
+
+
+def all_traces() -> list[Path]:
+    """Every real trace with a golden summary: Kineto, nsys SQLite, nsys stats CSV sets."""
+    return kineto_traces() + nsys_traces()
+
+
 def trace_id(path: Path) -> str:
     """A short readable id: the path under tests/data/shared."""
     return path.relative_to(SHARED).as_posix()
