@@ -270,3 +270,83 @@ def capture(
     out = out or os.environ.get(ENV_OUT) or "ccdiag_traces"
     label = label or os.environ.get(ENV_LABEL) or "run"
     return Capture(out, label, **options)
+
+
+#: Environment variables whose values an nsys export may keep after scrubbing (versions only).
+KEEP_ENV = ("CUDA_VERSION", "NCCL_VERSION", "NV_CUDNN_VERSION", "NV_LIBCUBLAS_VERSION")
+_ABS_PATH = re.compile(r"(?<![\w<])/(?:[\w.+-]+/)+([\w.+-]*)")
+_ENV_ASSIGN = re.compile(r"(?:^|[\s\x00;])[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _scrub_value(value: str) -> str:
+    """An environment dump becomes a placeholder; absolute paths keep only their last part."""
+    if len(_ENV_ASSIGN.findall(value)) >= 3:
+        return "<scrubbed environment>"
+    return _ABS_PATH.sub(lambda m: "<path>/" + m.group(1), value)
+
+
+def scrub_nsys_sqlite(path: str | os.PathLike[str]) -> dict[str, int]:
+    """Remove the profiled process's environment, paths, host and user names from an nsys export.
+
+    Nsight Systems stores the whole environment, the command line and working directory
+    (META_DATA_CAPTURE), the export paths, host and user (META_DATA_EXPORT) and the host name and
+    device environment (TARGET_INFO_SYSTEM_ENV). Version variables in ``KEEP_ENV`` survive; every
+    other value becomes ``<scrubbed>``; absolute paths in StringIds keep only their last component.
+
+    Returns:
+        Rows changed per table.
+    """
+    import sqlite3
+
+    con = sqlite3.connect(str(path))
+    changed: dict[str, int] = {}
+    tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+    if "META_DATA_CAPTURE" in tables:
+        rows = con.execute("select rowid, name, value from META_DATA_CAPTURE").fetchall()
+        n = 0
+        for rowid, name, value in rows:
+            if name.endswith("ENVIRONMENT_VARIABLE"):
+                key = str(value).split("=", 1)[0]
+                new = value if key in KEEP_ENV else f"{key}=<scrubbed>"
+            elif any(k in name for k in ("ARGUMENT", "WORKING_DIR", "USER", "HOST", "PATH", "EXECUTABLE")):
+                new = "<scrubbed>"
+            else:
+                new = value
+            if new != value:
+                con.execute("update META_DATA_CAPTURE set value=? where rowid=?", (new, rowid))
+                n += 1
+        changed["META_DATA_CAPTURE"] = n
+    for table, col_name in (("META_DATA_EXPORT", "name"), ("TARGET_INFO_SYSTEM_ENV", "name")):
+        if table not in tables:
+            continue
+        cur = con.execute(
+            f"update {table} set value='<scrubbed>' where {col_name} like '%HOST%' or {col_name} like "
+            f"'%USER%' or {col_name} like '%PATH%' or {col_name} like '%Dir%' or {col_name} = "
+            f"'DeviceEnvironment' or {col_name} = 'Hostname'"
+        )
+        changed[table] = cur.rowcount
+    # Any other text that holds an absolute path (StringIds, ANALYSIS_FILE, DIAGNOSTIC_EVENT, ...).
+    for table in sorted(tables):
+        cols = [r[1] for r in con.execute(f"pragma table_info('{table}')") if "TEXT" in (r[2] or "").upper()]
+        for col in cols:
+            # values may be stored as BLOBs, which LIKE does not match: test the bytes
+            rows = con.execute(
+                f"select rowid, {col} from '{table}' where instr(cast({col} as blob), cast('/' as blob)) > 0 "
+                f"or instr(cast({col} as blob), cast('=' as blob)) > 0"
+            ).fetchall()
+            n = 0
+            for rowid, value in rows:
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", "replace")
+                if not isinstance(value, str):
+                    continue
+                new = _scrub_value(value)
+                if new != value:
+                    con.execute(f"update '{table}' set {col}=? where rowid=?", (new, rowid))
+                    n += 1
+            if n:
+                changed[f"{table}.{col}"] = changed.get(f"{table}.{col}", 0) + n
+    con.commit()
+    con.execute("vacuum")
+    con.close()
+    return changed

@@ -241,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         "shipped_pair": "round 0 (baseline then treatment, after one discarded warm-up phase)",
         "delta_ns_per_step": diff_spread(base, times["treatment"]),
         "impact_ns_per_step": {
-            MECH_IDS[m]: diff_spread(base, times[f"only_{m}"] if len(mechs) > 1 else times["treatment"])
+            MECH_IDS[m]: diff_spread(base, times[f"only_{m}"] if f"only_{m}" in times else times["treatment"])
             for m in mechs
+            if f"only_{m}" in times or len(mechs) == 1
         },
         "injected_ns_per_step": {MECH_IDS[m]: injected(treat_counters, m) for m in mechs if m != "collective"},
         "shim_calls": calls,
