@@ -66,3 +66,20 @@ def list_rules() -> list[dict[str, str]]:
     from ccdiag.rules import list_rules as _list_rules
 
     return _list_rules()
+
+
+def capture(cmd: list[str], out: str | Path, label: str, *, nsys: bool = False) -> int:
+    """Run a workload with profiling set up (``ccdiag capture``); returns its exit status."""
+    from ccdiag.emulate.launcher import run_capture
+
+    return run_capture(cmd, Path(out), label, nsys=nsys)
+
+
+def emulate(
+    cmd: list[str], platform: str, mechanisms: list[str], *, layer: str = "auto",
+    out: str | Path | None = None,
+) -> int:
+    """Run a workload with CC behaviour injected (``ccdiag emulate``); returns its exit status."""
+    from ccdiag.emulate.launcher import run_emulated
+
+    return run_emulated(cmd, platform, mechanisms, layer=layer, out=Path(out) if out else None)

@@ -136,6 +136,59 @@ def rules(
     Console().print(table)
 
 
+_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def capture(
+    cmd: Annotated[list[str], typer.Argument(help="The workload command, after --.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder.")] = Path("ccdiag_traces"),
+    label: Annotated[str, typer.Option("--label", help="Run label, e.g. cc_off / cc_on.")] = "run",
+    nsys: Annotated[bool, typer.Option("--nsys", help="Profile with Nsight Systems.")] = False,
+) -> None:
+    """Profile a live workload and write its trace plus a metadata file.
+
+    The workload marks its steps with ccdiag.capture():
+
+        with ccdiag.capture() as cap:
+            for i in range(cap.total_steps):
+                step(); cap.step()
+
+    Examples: ccdiag capture --out runs --label cc_off -- python train.py ;
+    ccdiag capture --nsys --out runs --label cc_on -- python train.py
+    """
+    from ccdiag import api
+
+    raise typer.Exit(api.capture(cmd, out, label, nsys=nsys))
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def emulate(
+    cmd: Annotated[list[str], typer.Argument(help="The workload command, after --.")],
+    platform: Annotated[str, typer.Option("--platform", help="h100 | b200 | b300")] = "b200",
+    mechanisms: Annotated[
+        str, typer.Option("--mechanisms", help="Comma list: launch, copy, copy_pad, copy_sync, collective, uvm.")
+    ] = "launch,copy,collective",
+    layer: Annotated[str, typer.Option("--layer", help="auto | runtime | driver")] = "auto",
+    out: Annotated[Path, typer.Option("--out", help="Folder for counters and ground truth.")] = Path(
+        "ccdiag_emulation"
+    ),
+) -> None:
+    """Run a workload on an ordinary NVIDIA GPU with CC behaviour injected.
+
+    An LD_PRELOAD shim (built with the system C compiler on first use) adds the platform's
+    kernel-launch toll and makes host<->device copies synchronous, serialized and padded to
+    toll + bytes/bandwidth; NCCL collectives get a CTA cap. Writes ground_truth.json (what was
+    injected, per process and step). Combine with capture:
+
+        ccdiag emulate --platform b200 -- ccdiag capture --label cc_on -- python decode.py
+    """
+    from ccdiag import api
+
+    mechs = [m.strip() for m in mechanisms.split(",") if m.strip()]
+    raise typer.Exit(api.emulate(cmd, platform, mechs, layer=layer, out=out))
+
+
 def main() -> None:
     """Entry point: runs the typer app, turning input errors into exit status 2."""
     try:

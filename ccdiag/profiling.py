@@ -80,7 +80,11 @@ def environment_facts() -> dict[str, Any]:
     except ImportError:
         pass
     facts.update(cc_mode())
-    emu = {k[len("CCDIAG_EMU_"):].lower(): v for k, v in os.environ.items() if k.startswith("CCDIAG_EMU_")}
+    emu = {
+        k[len("CCDIAG_EMU_") :].lower(): v
+        for k, v in os.environ.items()
+        if k.startswith("CCDIAG_EMU_")
+    }
     if emu and emu.get("platform"):
         facts["emulation"] = {k: v for k, v in emu.items() if k != "log"}
     return facts
@@ -88,7 +92,9 @@ def environment_facts() -> dict[str, Any]:
 
 def _scrub_text(text: str) -> str:
     """Replace local paths, the user and host names in a trace's text by placeholders."""
-    for needle in sorted({os.getcwd(), os.path.expanduser("~"), str(Path.cwd().parent)}, key=len, reverse=True):
+    for needle in sorted(
+        {os.getcwd(), os.path.expanduser("~"), str(Path.cwd().parent)}, key=len, reverse=True
+    ):
         if len(needle) > 1:
             text = text.replace(needle, "<path>")
     for name in {os.environ.get("USER"), os.environ.get("LOGNAME"), _hostname()}:
@@ -244,7 +250,9 @@ class Capture:
             from ccdiag.emulate.shim import MASK
 
             mask = self._shim.mask()
-            meta["emulated_shim_mechanisms"] = [n for n in ("launch", "copy_pad", "copy_sync") if mask & MASK[n]]
+            meta["emulated_shim_mechanisms"] = [
+                n for n in ("launch", "copy_pad", "copy_sync") if mask & MASK[n]
+            ]
             meta["emulator_counters"] = self._shim.counters()
         self._name(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
@@ -308,7 +316,9 @@ def scrub_nsys_sqlite(path: str | os.PathLike[str]) -> dict[str, int]:
             if name.endswith("ENVIRONMENT_VARIABLE"):
                 key = str(value).split("=", 1)[0]
                 new = value if key in KEEP_ENV else f"{key}=<scrubbed>"
-            elif any(k in name for k in ("ARGUMENT", "WORKING_DIR", "USER", "HOST", "PATH", "EXECUTABLE")):
+            elif any(
+                k in name for k in ("ARGUMENT", "WORKING_DIR", "USER", "HOST", "PATH", "EXECUTABLE")
+            ):
                 new = "<scrubbed>"
             else:
                 new = value
@@ -327,7 +337,11 @@ def scrub_nsys_sqlite(path: str | os.PathLike[str]) -> dict[str, int]:
         changed[table] = cur.rowcount
     # Any other text that holds an absolute path (StringIds, ANALYSIS_FILE, DIAGNOSTIC_EVENT, ...).
     for table in sorted(tables):
-        cols = [r[1] for r in con.execute(f"pragma table_info('{table}')") if "TEXT" in (r[2] or "").upper()]
+        cols = [
+            r[1]
+            for r in con.execute(f"pragma table_info('{table}')")
+            if "TEXT" in (r[2] or "").upper()
+        ]
         for col in cols:
             # values may be stored as BLOBs, which LIKE does not match: test the bytes
             rows = con.execute(

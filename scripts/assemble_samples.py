@@ -47,7 +47,9 @@ def copy_pair(src: Path, dst: Path) -> list[str]:
     dst.mkdir(parents=True, exist_ok=True)
     names = []
     for f in sorted(src.iterdir()):
-        m = re.match(r"(baseline|treatment|treatment_host_only)\.rank(\d+)\.(json\.gz|meta\.json)$", f.name)
+        m = re.match(
+            r"(baseline|treatment|treatment_host_only)\.rank(\d+)\.(json\.gz|meta\.json)$", f.name
+        )
         if m:
             side, rank, ext = m.groups()
             (dst / side).mkdir(exist_ok=True)
@@ -81,7 +83,11 @@ def readme(name: str, truth: dict, files: list[str], extra: str = "") -> str:
     ]
     for phase, s in steps.items():
         lines.append(f"| {phase} | {_mib(s['median'])} | {_mib(s['p10'])} – {_mib(s['p90'])} |")
-    lines += ["", "| mechanism | injected per step | measured impact per step (95 % CI) |", "|---|---:|---|"]
+    lines += [
+        "",
+        "| mechanism | injected per step | measured impact per step (95 % CI) |",
+        "|---|---:|---|",
+    ]
     for mech, imp in truth["impact_ns_per_step"].items():
         inj = truth["injected_ns_per_step"].get(mech)
         lo, hi = imp["ci95"]
@@ -124,7 +130,9 @@ def assemble(src: Path, out: Path, name: str, extra: str = "") -> None:
         raise SystemExit(f"{src}: no ground_truth*.json")
     if len(truth_files) > 1:  # per rank: keep rank 0's as ground_truth.json, the rest beside it
         truths = {p.name: json.loads(p.read_text()) for p in truth_files}
-        (dst / "ground_truth.json").write_text(json.dumps(truths[truth_files[0].name], indent=2) + "\n")
+        (dst / "ground_truth.json").write_text(
+            json.dumps(truths[truth_files[0].name], indent=2) + "\n"
+        )
     truth = json.loads((dst / "ground_truth.json").read_text())
     (dst / "README.md").write_text(readme(name, truth, files, extra))
     print(f"{name}: {len(files)} files")
@@ -145,16 +153,29 @@ def main() -> None:
         for name in ("decode_eager", "decode_graph", "kv_offload", "async_readback"):
             extra = ""
             if name == "decode_eager":
-                extra = ("`treatment_host_only.json.gz`: the same emulated CC run profiled with CPU "
-                         "activities only, as a CC mode `on` trace looks (no CUPTI GPU activity).")
-            if args.timing and (args.timing / f"timing_{name.split('_')[1]}" / "timing_none.json").exists():
-                t = json.loads((args.timing / f"timing_{name.split('_')[1]}" / "timing_none.json").read_text())
-                extra += ("\n\nWithout any profiler (same workload and emulation, 3 rounds × 50 steps, "
-                          f"`timing.json`): baseline {_mib(t['step_ns']['baseline']['median'])}, treatment "
-                          f"{_mib(t['step_ns']['treatment']['median'])} per step "
-                          f"({t['step_ns']['treatment']['median'] / t['step_ns']['baseline']['median']:.2f}x).")
+                extra = (
+                    "`treatment_host_only.json.gz`: the same emulated CC run profiled with CPU "
+                    "activities only, as a CC mode `on` trace looks (no CUPTI GPU activity)."
+                )
+            if (
+                args.timing
+                and (args.timing / f"timing_{name.split('_')[1]}" / "timing_none.json").exists()
+            ):
+                t = json.loads(
+                    (args.timing / f"timing_{name.split('_')[1]}" / "timing_none.json").read_text()
+                )
+                extra += (
+                    "\n\nWithout any profiler (same workload and emulation, 3 rounds × 50 steps, "
+                    f"`timing.json`): baseline {_mib(t['step_ns']['baseline']['median'])}, treatment "
+                    f"{_mib(t['step_ns']['treatment']['median'])} per step "
+                    f"({t['step_ns']['treatment']['median'] / t['step_ns']['baseline']['median']:.2f}x)."
+                )
             assemble(args.single / name, out, name, extra)
-            timing = args.timing / f"timing_{name.split('_')[1]}" / "timing_none.json" if args.timing else None
+            timing = (
+                args.timing / f"timing_{name.split('_')[1]}" / "timing_none.json"
+                if args.timing
+                else None
+            )
             if timing and timing.exists():
                 shutil.copy2(timing, out / name / "timing.json")
                 add_unprofiled_impact(out / name, json.loads(timing.read_text()))

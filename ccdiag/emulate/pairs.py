@@ -45,9 +45,11 @@ def expand(mechanisms: list[str]) -> list[str]:
     """Split ``copy`` into its two parts; keep order; drop duplicates."""
     out: list[str] = []
     for m in mechanisms:
-        for part in (["copy_pad", "copy_sync"] if m == "copy" else [m]):
+        for part in ["copy_pad", "copy_sync"] if m == "copy" else [m]:
             if part not in MECH_IDS:
-                raise SystemExit(f"unknown mechanism {part!r}; choose from launch, copy, collective")
+                raise SystemExit(
+                    f"unknown mechanism {part!r}; choose from launch, copy, collective"
+                )
             if part not in out:
                 out.append(part)
     return out
@@ -77,7 +79,10 @@ def diff_spread(a: list[int], b: list[int], seed: int = 0) -> dict[str, Any]:
         statistics.median(rng.choices(b, k=len(b))) - statistics.median(rng.choices(a, k=len(a)))
         for _ in range(1000)
     )
-    return {"value": int(statistics.median(b) - statistics.median(a)), "ci95": [int(boots[25]), int(boots[974])]}
+    return {
+        "value": int(statistics.median(b) - statistics.median(a)),
+        "ci95": [int(boots[25]), int(boots[974])],
+    }
 
 
 def _ensure_shim(argv: list[str]) -> None:
@@ -89,7 +94,11 @@ def _ensure_shim(argv: list[str]) -> None:
     shim = build_shim(driver_layer=os.environ.get("CCDIAG_EMU_LAYER") == "driver")
     env = dict(os.environ)
     env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(shim)
-    os.execve(sys.executable, [sys.executable, "-X", "faulthandler", "-m", "ccdiag.emulate.pairs", *argv], env)
+    os.execve(
+        sys.executable,
+        [sys.executable, "-X", "faulthandler", "-m", "ccdiag.emulate.pairs", *argv],
+        env,
+    )
 
 
 def _init_dist() -> tuple[int, int]:
@@ -104,8 +113,17 @@ def _init_dist() -> tuple[int, int]:
     return rank, dist.get_world_size()
 
 
-def run_phase(wl: Any, ctl: Any, mechs: list[str], out: Path | None, label: str, args: argparse.Namespace,
-              rank: int, world: int, cpu_only: bool = False) -> tuple[list[int], list[dict]]:
+def run_phase(
+    wl: Any,
+    ctl: Any,
+    mechs: list[str],
+    out: Path | None,
+    label: str,
+    args: argparse.Namespace,
+    rank: int,
+    world: int,
+    cpu_only: bool = False,
+) -> tuple[list[int], list[dict]]:
     """Run warmup + profiled steps with these mechanisms on; return step ns and shim step counters."""
     import torch
 
@@ -125,10 +143,17 @@ def run_phase(wl: Any, ctl: Any, mechs: list[str], out: Path | None, label: str,
             if i >= args.warmup:
                 times.append(time.perf_counter_ns() - t0)
             ctl.mark_step()
-        return times, ctl.counters()["steps"][first: first + args.steps]
+        return times, ctl.counters()["steps"][first : first + args.steps]
     gc.collect()  # no collector pauses inside the measured steps
-    cap = Capture(out or Path("/tmp/ccdiag-discard"), label, steps=args.steps, warmup=args.warmup,
-                  cpu_only=cpu_only, rank=rank if world > 1 else None, mode=args.backend)
+    cap = Capture(
+        out or Path("/tmp/ccdiag-discard"),
+        label,
+        steps=args.steps,
+        warmup=args.warmup,
+        cpu_only=cpu_only,
+        rank=rank if world > 1 else None,
+        mode=args.backend,
+    )
     if out is None:
         cap._export = lambda prof: None  # type: ignore[method-assign]  # ablation: times only
     first_counter_step = ctl.current_step() + args.warmup
@@ -141,14 +166,17 @@ def run_phase(wl: Any, ctl: Any, mechs: list[str], out: Path | None, label: str,
             if i >= args.warmup:
                 times.append(t1 - t0)
             cap.step()
-    counters = ctl.counters()["steps"][first_counter_step: first_counter_step + args.steps]
+    counters = ctl.counters()["steps"][first_counter_step : first_counter_step + args.steps]
     return times, counters
 
 
 def injected(counters: list[dict], mech: str) -> int:
     """Median per-step injected ns of one shim mechanism."""
-    key = {"launch": lambda s: s["launch_ns"] + s["graph_ns"], "copy_pad": lambda s: s["copy_pad_ns"],
-           "copy_sync": lambda s: s["copy_wait_ns"]}.get(mech)
+    key = {
+        "launch": lambda s: s["launch_ns"] + s["graph_ns"],
+        "copy_pad": lambda s: s["copy_pad_ns"],
+        "copy_sync": lambda s: s["copy_wait_ns"],
+    }.get(mech)
     if key is None or not counters:
         return 0
     return int(statistics.median(key(s) for s in counters))
@@ -156,8 +184,11 @@ def injected(counters: list[dict], mech: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(prog="python -m ccdiag.emulate.pairs", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m ccdiag.emulate.pairs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("workload")
     p.add_argument("--out", required=True)
     p.add_argument("--platform", default="b200")
@@ -166,11 +197,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--backend", default="torch", choices=["torch", "nsys", "none"],
-                   help="torch.profiler traces; NVTX ranges for a run under nsys; or timing only")
-    p.add_argument("--phases", default="", help="run only these phases (comma list), e.g. treatment")
-    p.add_argument("--host-only-treatment", action="store_true",
-                   help="also write treatment_host_only (CPU-only profile, as in CC mode 'on')")
+    p.add_argument(
+        "--backend",
+        default="torch",
+        choices=["torch", "nsys", "none"],
+        help="torch.profiler traces; NVTX ranges for a run under nsys; or timing only",
+    )
+    p.add_argument(
+        "--phases", default="", help="run only these phases (comma list), e.g. treatment"
+    )
+    p.add_argument(
+        "--host-only-treatment",
+        action="store_true",
+        help="also write treatment_host_only (CPU-only profile, as in CC mode 'on')",
+    )
     p.add_argument("--kw", action="append", default=[], help="workload option key=value")
     args = p.parse_args(argv)
 
@@ -191,8 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     ctl.set_mechanisms([])
     rank, world = _init_dist()
     kw = dict(item.split("=", 1) for item in args.kw)
-    kw = {k: (float(v) if v.replace(".", "", 1).isdigit() and "." in v else int(v) if v.isdigit() else v)
-          for k, v in kw.items()}
+    kw = {
+        k: (
+            float(v)
+            if v.replace(".", "", 1).isdigit() and "." in v
+            else int(v)
+            if v.isdigit()
+            else v
+        )
+        for k, v in kw.items()
+    }
     wl = workloads.WORKLOADS[args.workload](**kw)
     wl.setup()
     out = Path(args.out)
@@ -241,11 +289,15 @@ def main(argv: list[str] | None = None) -> int:
         "shipped_pair": "round 0 (baseline then treatment, after one discarded warm-up phase)",
         "delta_ns_per_step": diff_spread(base, times["treatment"]),
         "impact_ns_per_step": {
-            MECH_IDS[m]: diff_spread(base, times[f"only_{m}"] if f"only_{m}" in times else times["treatment"])
+            MECH_IDS[m]: diff_spread(
+                base, times[f"only_{m}"] if f"only_{m}" in times else times["treatment"]
+            )
             for m in mechs
             if f"only_{m}" in times or len(mechs) == 1
         },
-        "injected_ns_per_step": {MECH_IDS[m]: injected(treat_counters, m) for m in mechs if m != "collective"},
+        "injected_ns_per_step": {
+            MECH_IDS[m]: injected(treat_counters, m) for m in mechs if m != "collective"
+        },
         "shim_calls": calls,
     }
     suffix = f".rank{rank}" if world > 1 else ""

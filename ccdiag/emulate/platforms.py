@@ -41,56 +41,84 @@ class Platform:
 #: so that an emulated copy costs toll + bytes / bandwidth in total.
 NATIVE_H200 = {
     "copy_toll_ns": Constant(
-        7_000, "ns", "H200 microbenchmark, ../shared/traces/h200_microbench.json: pinned copies "
-        "of 32 B-64 KiB take 6.6-8.7 us end to end"),
-    "copy_bandwidth": Constant(
-        54e9, "B/s", "same file: 16 MiB pinned H2D in 313 us (53.6 GB/s)"),
+        7_000,
+        "ns",
+        "H200 microbenchmark, ../shared/traces/h200_microbench.json: pinned copies "
+        "of 32 B-64 KiB take 6.6-8.7 us end to end",
+    ),
+    "copy_bandwidth": Constant(54e9, "B/s", "same file: 16 MiB pinned H2D in 313 us (53.6 GB/s)"),
 }
 
 PLATFORMS: dict[str, Platform] = {
     "h100": Platform(
         name="h100",
         launch_toll=Constant(
-            5_100, "ns", "[D] ISPASS'25 artifact fig12: cudaLaunchKernel median 10.0 us CC vs "
-            "4.9 us off (H100 NVL, Intel TDX)"),
+            5_100,
+            "ns",
+            "[D] ISPASS'25 artifact fig12: cudaLaunchKernel median 10.0 us CC vs "
+            "4.9 us off (H100 NVL, Intel TDX)",
+        ),
         graph_launch_toll=Constant(
-            5_100, "ns", "[I] no published per-graph-launch figure for H100; the kernel launch toll"),
+            5_100, "ns", "[I] no published per-graph-launch figure for H100; the kernel launch toll"
+        ),
         copy_toll=Constant(
-            19_800, "ns", "[D] ISPASS'25 fig4: pinned 64 B H2D 21.9 us CC vs 2.1 us off"),
+            19_800, "ns", "[D] ISPASS'25 fig4: pinned 64 B H2D 21.9 us CC vs 2.1 us off"
+        ),
         copy_bandwidth=Constant(
-            3.0e9, "B/s", "[D] ISPASS'25 fig4: pinned H2D peak 3.03 GB/s CC (43 GB/s off)"),
+            3.0e9, "B/s", "[D] ISPASS'25 fig4: pinned H2D peak 3.03 GB/s CC (43 GB/s off)"
+        ),
         collective_bandwidth_ratio=Constant(
-            1.0, "ratio", "[V] Hopper multi-GPU CC uses PPCIe: NVLink traffic is not encrypted"),
-        notes=("Hopper full CC allows one GPU per VM; multi-GPU runs use PPCIe (plaintext NVLink).",),
+            1.0, "ratio", "[V] Hopper multi-GPU CC uses PPCIe: NVLink traffic is not encrypted"
+        ),
+        notes=(
+            "Hopper full CC allows one GPU per VM; multi-GPU runs use PPCIe (plaintext NVLink).",
+        ),
     ),
     "b200": Platform(
         name="b200",
         launch_toll=Constant(
-            12_250, "ns", "[B] 2026 B200 CC study: kernel launch 3.45 us off -> 15.7 us CC"),
+            12_250, "ns", "[B] 2026 B200 CC study: kernel launch 3.45 us off -> 15.7 us CC"
+        ),
         graph_launch_toll=Constant(
-            89_000, "ns", "[B]+[I] same study: CUDA-graph decode step 2500 -> 2589 us; the whole "
-            "+89 us is charged to the step's one cudaGraphLaunch (assumption)"),
+            89_000,
+            "ns",
+            "[B]+[I] same study: CUDA-graph decode step 2500 -> 2589 us; the whole "
+            "+89 us is charged to the step's one cudaGraphLaunch (assumption)",
+        ),
         copy_toll=Constant(
-            35_000, "ns", "[B]+[I] same study: 7.21 GB/s at 1 MB and ~9.5 GB/s at 16-64 MB imply "
-            "t0 ~ 35 us for t = t0 + n/BW"),
+            35_000,
+            "ns",
+            "[B]+[I] same study: 7.21 GB/s at 1 MB and ~9.5 GB/s at 16-64 MB imply "
+            "t0 ~ 35 us for t = t0 + n/BW",
+        ),
         copy_bandwidth=Constant(9.6e9, "B/s", "[B] same study: 9.4-9.6 GB/s at 16-64 MB"),
         collective_bandwidth_ratio=Constant(
-            156 / 185, "ratio", "[B] same study: NCCL all-reduce 185 -> 156 GB/s"),
+            156 / 185, "ratio", "[B] same study: NCCL all-reduce 185 -> 156 GB/s"
+        ),
     ),
     "b300": Platform(
         name="b300",
         launch_toll=Constant(
-            12_250, "ns", "[I] no published B300 per-launch toll; the B200 figure"),
+            12_250, "ns", "[I] no published B300 per-launch toll; the B200 figure"
+        ),
         graph_launch_toll=Constant(
-            12_250, "ns", "[V] Phala: a CUDA graph of 96,000 matmuls runs at 1.0012x under CC, so "
-            "graph launches pay no more than a kernel launch (assumption: the B200 toll)"),
+            12_250,
+            "ns",
+            "[V] Phala: a CUDA graph of 96,000 matmuls runs at 1.0012x under CC, so "
+            "graph launches pay no more than a kernel launch (assumption: the B200 toll)",
+        ),
         copy_toll=Constant(
-            330_000, "ns", "[V] Phala 'Serialized Bridge' blog: small crossings pay ~330 us"),
+            330_000, "ns", "[V] Phala 'Serialized Bridge' blog: small crossings pay ~330 us"
+        ),
         copy_bandwidth=Constant(
-            0.203 * 54e9, "B/s", "[V] Phala: single-context H2D at 0.203x of CC off, applied to "
-            "the H200's native 54 GB/s"),
+            0.203 * 54e9,
+            "B/s",
+            "[V] Phala: single-context H2D at 0.203x of CC off, applied to "
+            "the H200's native 54 GB/s",
+        ),
         collective_bandwidth_ratio=Constant(
-            156 / 185, "ratio", "[I] no published B300 NCCL figure; the B200 ratio"),
+            156 / 185, "ratio", "[I] no published B300 NCCL figure; the B200 ratio"
+        ),
     ),
 }
 

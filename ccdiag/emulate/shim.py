@@ -27,11 +27,15 @@ class ShimBuildError(RuntimeError):
 
 def cache_dir() -> Path:
     """Where built artifacts live: $CCDIAG_CACHE or ~/.cache/ccdiag."""
-    root = os.environ.get("CCDIAG_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "ccdiag")
+    root = os.environ.get("CCDIAG_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "ccdiag"
+    )
     return Path(root)
 
 
-def build_shim(force: bool = False, out_dir: Path | None = None, driver_layer: bool = False) -> Path:
+def build_shim(
+    force: bool = False, out_dir: Path | None = None, driver_layer: bool = False
+) -> Path:
     """Compile the shim (once per source version) and return the .so path.
 
     Args:
@@ -53,7 +57,19 @@ def build_shim(force: bool = False, out_dir: Path | None = None, driver_layer: b
         raise ShimBuildError("no C compiler found (install gcc, or set CC)")
     dest_dir.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [cc, "-O2", "-Wall", "-Wno-unused-function", "-shared", "-fPIC", str(SOURCE), "-o", str(tmp), "-ldl", "-lpthread"]
+    cmd = [
+        cc,
+        "-O2",
+        "-Wall",
+        "-Wno-unused-function",
+        "-shared",
+        "-fPIC",
+        str(SOURCE),
+        "-o",
+        str(tmp),
+        "-ldl",
+        "-lpthread",
+    ]
     if driver_layer:
         cmd.insert(1, "-DCCDIAG_DRIVER_LAYER")
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -57,7 +57,9 @@ class Block(torch.nn.Module):
         self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
         self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
 
-    def forward(self, x: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, pos: int) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, pos: int
+    ) -> torch.Tensor:
         b, _, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, -1)
         kc[:, pos] = k[:, 0]
@@ -75,8 +77,15 @@ class Block(torch.nn.Module):
 class TinyDecoder(torch.nn.Module):
     """Embedding, L blocks, LM head, greedy sampling."""
 
-    def __init__(self, layers: int = 10, d: int = 512, h: int = 8, vocab: int = 32000, ctx: int = 256,
-                 batch: int = 8) -> None:
+    def __init__(
+        self,
+        layers: int = 10,
+        d: int = 512,
+        h: int = 8,
+        vocab: int = 32000,
+        ctx: int = 256,
+        batch: int = 8,
+    ) -> None:
         super().__init__()
         self.emb = torch.nn.Embedding(vocab, d)
         self.blocks = torch.nn.ModuleList(Block(d, h) for _ in range(layers))
@@ -128,16 +137,30 @@ class Decode:
 class KVOffload:
     """Compute on the main stream while KV blocks are offloaded and restored on a copy stream."""
 
-    def __init__(self, blocks: int = 8, block_mib: float = 1.0, matmuls: int = 24, n: int = 2048,
-                 **_: Any) -> None:
-        self.blocks, self.block_bytes, self.matmuls, self.n = blocks, int(block_mib * 2**20), matmuls, n
+    def __init__(
+        self, blocks: int = 8, block_mib: float = 1.0, matmuls: int = 24, n: int = 2048, **_: Any
+    ) -> None:
+        self.blocks, self.block_bytes, self.matmuls, self.n = (
+            blocks,
+            int(block_mib * 2**20),
+            matmuls,
+            n,
+        )
 
     def setup(self) -> None:
         numel = self.block_bytes // 2
-        self.dev_kv = [torch.randn(numel, device=dev, dtype=torch.bfloat16) for _ in range(self.blocks)]
-        self.dev_in = [torch.empty(numel, device=dev, dtype=torch.bfloat16) for _ in range(self.blocks)]
-        self.host_out = [torch.empty(numel, dtype=torch.bfloat16).pin_memory() for _ in range(self.blocks)]
-        self.host_in = [torch.randn(numel, dtype=torch.bfloat16).pin_memory() for _ in range(self.blocks)]
+        self.dev_kv = [
+            torch.randn(numel, device=dev, dtype=torch.bfloat16) for _ in range(self.blocks)
+        ]
+        self.dev_in = [
+            torch.empty(numel, device=dev, dtype=torch.bfloat16) for _ in range(self.blocks)
+        ]
+        self.host_out = [
+            torch.empty(numel, dtype=torch.bfloat16).pin_memory() for _ in range(self.blocks)
+        ]
+        self.host_in = [
+            torch.randn(numel, dtype=torch.bfloat16).pin_memory() for _ in range(self.blocks)
+        ]
         self.a = torch.randn(self.n, self.n, device=dev, dtype=torch.bfloat16)
         self.b = torch.randn(self.n, self.n, device=dev, dtype=torch.bfloat16)
         self.copy_stream = torch.cuda.Stream()
@@ -158,8 +181,9 @@ class KVOffload:
 class AsyncReadback:
     """Forward, non_blocking readback of the sampled ids, then CPU scheduling work, then sync."""
 
-    def __init__(self, cpu_us: float = 1500.0, matmuls: int = 16, n: int = 8192, rows: int = 512,
-                 **_: Any) -> None:
+    def __init__(
+        self, cpu_us: float = 1500.0, matmuls: int = 16, n: int = 8192, rows: int = 512, **_: Any
+    ) -> None:
         self.cpu_ns, self.matmuls, self.n, self.rows = int(cpu_us * 1000), matmuls, n, rows
 
     def setup(self) -> None:
@@ -182,8 +206,14 @@ class AsyncReadback:
 class DDPTrain:
     """DDP training of an MLP; gradients all-reduced in buckets through a comm hook."""
 
-    def __init__(self, width: int = 4096, depth: int = 8, batch: int = 64, bucket_cap_mb: float = 25.0,
-                 **_: Any) -> None:
+    def __init__(
+        self,
+        width: int = 4096,
+        depth: int = 8,
+        batch: int = 64,
+        bucket_cap_mb: float = 25.0,
+        **_: Any,
+    ) -> None:
         self.width, self.depth, self.batch, self.bucket_cap_mb = width, depth, batch, bucket_cap_mb
         self.collective_on = False
 
@@ -215,7 +245,11 @@ class DDPTrain:
 def _allreduce_hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP rejects non-GradBucket annotations
     import torch.distributed as dist
 
-    group = state.emu_group if (state.collective_on and state.emu_group is not None) else state.plain_group
+    group = (
+        state.emu_group
+        if (state.collective_on and state.emu_group is not None)
+        else state.plain_group
+    )
     world = dist.get_world_size(group)
     buf = bucket.buffer().div_(world)
     fut = dist.all_reduce(buf, group=group, async_op=True).get_future()
@@ -257,12 +291,22 @@ class TPDecode:
         self.emu_group = make_emulated_group() if self.world > 1 else None
         torch.manual_seed(0)
         d, w, dt = self.d, self.world, torch.bfloat16
-        self.wqkv = [torch.randn(d, 3 * d // w, device=dev, dtype=dt) * 0.01 for _ in range(self.layers)]
+        self.wqkv = [
+            torch.randn(d, 3 * d // w, device=dev, dtype=dt) * 0.01 for _ in range(self.layers)
+        ]
         self.wo = [torch.randn(d // w, d, device=dev, dtype=dt) * 0.01 for _ in range(self.layers)]
-        self.wup = [torch.randn(d, 4 * d // w, device=dev, dtype=dt) * 0.01 for _ in range(self.layers)]
-        self.wdown = [torch.randn(4 * d // w, d, device=dev, dtype=dt) * 0.01 for _ in range(self.layers)]
+        self.wup = [
+            torch.randn(d, 4 * d // w, device=dev, dtype=dt) * 0.01 for _ in range(self.layers)
+        ]
+        self.wdown = [
+            torch.randn(4 * d // w, d, device=dev, dtype=dt) * 0.01 for _ in range(self.layers)
+        ]
         self.x = torch.randn(self.batch, d, device=dev, dtype=dt)
-        self.graphs = {flag: self._capture(flag) for flag in (False, True)} if w > 1 else {False: self._capture(False)}
+        self.graphs = (
+            {flag: self._capture(flag) for flag in (False, True)}
+            if w > 1
+            else {False: self._capture(False)}
+        )
 
     def _forward(self, throttled: bool) -> torch.Tensor:
         import torch.distributed as dist
