@@ -78,6 +78,48 @@ def _is_stats_csv(head: bytes) -> bool:
     return text.startswith(("Start (ns)", "Time (%)"))
 
 
+def sidecar_path(path: Path) -> Path:
+    """Where ``ccdiag capture`` puts a trace's metadata: ``<label>.meta.json`` beside it."""
+    name = path.name
+    for suffix in (".json.gz", ".json", ".sqlite", ".nsys-rep"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return path.with_name(f"{name}.meta.json")
+
+
+def apply_sidecar(trace: Trace, path: Path) -> Trace:
+    """Merge the capture metadata sidecar (CC mode, emulation) into the trace's metadata.
+
+    Only facts are taken (GPU, versions, CC mode, emulated platform and mechanisms); a sidecar
+    that is not ccdiag's or is unreadable is ignored with a warning.
+    """
+    import json
+
+    side = sidecar_path(path)
+    if path.is_dir() or not side.exists():
+        return trace
+    meta = trace.meta
+    try:
+        doc = json.loads(side.read_text())
+    except (OSError, ValueError):
+        meta.warnings.append(f"{side.name}: unreadable capture metadata, ignored")
+        return trace
+    if not isinstance(doc, dict) or "label" not in doc:
+        return trace
+    for field in ("gpu", "driver_version", "torch_version", "nccl_version", "cc_mode"):
+        if getattr(meta, field, None) is None and isinstance(doc.get(field), str):
+            setattr(meta, field, doc[field])
+    emu = doc.get("emulation")
+    mechs = doc.get("emulated_shim_mechanisms")
+    if isinstance(emu, dict) and emu.get("platform"):
+        meta.extra["emulated_cc"] = str(emu["platform"]) + (
+            f" ({', '.join(mechs)})" if isinstance(mechs, list) and mechs else " (no mechanism on)"
+        )
+    meta.extra["capture_label"] = str(doc.get("label"))
+    return trace
+
+
 def read(path: str | Path, **options: object) -> Trace:
     """Read any supported trace into the event schema.
 
@@ -97,7 +139,7 @@ def read(path: str | Path, **options: object) -> Trace:
     if fmt == "kineto":
         from ccdiag.parsers import kineto
 
-        return kineto.read(p, **options)
+        return apply_sidecar(kineto.read(p, **options), p)
     if fmt == "nsys_sqlite":
         from ccdiag.parsers import nsys_sqlite
 

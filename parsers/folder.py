@@ -51,6 +51,8 @@ def _candidates(folder: Path) -> list[Path]:
     for p in sorted(folder.iterdir()):
         if p.name.startswith(".") or not p.is_file() or not p.name.endswith(_TRACE_SUFFIXES):
             continue
+        if p.name.endswith(".meta.json"):  # ccdiag capture's metadata sidecar, read with its trace
+            continue
         if _CACHED_EXPORT_RE.search(p.name):
             continue
         files.append(p)
@@ -140,8 +142,10 @@ def _accepted(fn: Callable[..., Any], options: dict[str, Any]) -> dict[str, Any]
 
 def read_rank(path: Path, fmt: str, **options: Any) -> Trace:
     """Read one rank's file (rank column as the file says; :func:`combine` sets it)."""
+    from ccdiag.parsers import apply_sidecar
+
     reader = _reader(fmt)
-    return reader(path, **_accepted(reader, options))
+    return apply_sidecar(reader(path, **_accepted(reader, options)), path)
 
 
 def _assign(files: Sequence[RankFile], traces: Sequence[Trace]) -> tuple[list[int], list[str]]:
@@ -219,7 +223,10 @@ def combine(folder: Path, fmt: str, files: Sequence[RankFile], traces: Sequence[
             n_events=events.height,
             skipped=dict(sorted(skipped.items())),
             warnings=warnings,
-            extra={"rank_files": ",".join(f"{ranks[i]}:{files[i].path.name}" for i in order)},
+            extra={
+                **metas[order[0]].extra,
+                "rank_files": ",".join(f"{ranks[i]}:{files[i].path.name}" for i in order),
+            },
             **fields,
         ),
     )
