@@ -88,9 +88,8 @@ def make_kineto(src: Path, out: Path, size_mb: float, compress: bool = False) ->
     target = int(size_mb * 1024 * 1024)
     head = json.dumps(doc)[:-1] + ', "traceEvents": ['
     out.parent.mkdir(parents=True, exist_ok=True)
-    opener = gzip.open if compress else open
     written = 0
-    with opener(out, "wb") as fh:  # type: ignore[operator]
+    with gzip.open(out, "wb", compresslevel=6) if compress else open(out, "wb") as fh:
         fh.write(head.encode())
         written += len(head)
         first = True

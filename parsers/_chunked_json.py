@@ -38,6 +38,7 @@ _READ_COMPRESSED = 4 << 20
 #: Largest header (bytes before the array) we search through.
 _MAX_HEADER = 256 << 20
 _WS = b" \t\r\n"
+_LEAD = re.compile(rb"[ \t\r\n]*(\S)")
 
 
 def _iter_plain(path: Path, block: int) -> Iterator[bytes]:
@@ -156,7 +157,7 @@ class ArrayChunks:
         chunk_bytes: target size of one chunk of array text.
     """
 
-    def __init__(self, path: Path, key: str = "traceEvents", chunk_bytes: int = 32 << 20) -> None:
+    def __init__(self, path: Path, key: str = "traceEvents", chunk_bytes: int = 8 << 20) -> None:
         self.path = path
         self.key = key
         self.chunk_bytes = chunk_bytes
@@ -216,15 +217,15 @@ class ArrayChunks:
                 return None
             j, i = b
             saved = buf[j + 1]
-            buf[j + 1] = 0x5D  # ']'
+            buf[j + 1] = 0x5D  # ']': the piece is a JSON array (the byte is consumed after)
             mv = memoryview(buf)
             try:
                 return i, decode(mv[: j + 2])
             except msgspec.DecodeError:
+                buf[j + 1] = saved
                 hi = i
             finally:
                 del mv
-                buf[j + 1] = saved
         return None
 
     def _consume(self, buf: bytearray, start: int) -> bytearray:
@@ -243,12 +244,14 @@ class ArrayChunks:
         eof = False
         pos = 0
         while True:
-            lead = buf.lstrip(_WS)[:1]
+            first = _LEAD.match(buf)
+            lead = first.group(1) if first else b""
             if lead == b"[":  # a bare array document
                 self.found = True
-                self.offset = len(buf) - len(buf.lstrip(_WS))
+                self.offset = first.start(1)
                 self._bare = True
-                return bytearray(buf.lstrip(_WS)), eof
+                del buf[: first.start(1)]
+                return buf, eof
             if lead and lead != b"{":
                 raise InputError(self.path, "not a JSON object or array")
             for m in self._key_re.finditer(buf, max(0, pos - 64)):

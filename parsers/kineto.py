@@ -82,6 +82,7 @@ class ArgSpec:
     column: str
     dtype: str
     attr: str
+    lazy: bool = False
 
 
 @dataclass
@@ -98,6 +99,7 @@ class ArgMap:
     strict: msgspec.json.Decoder = field(repr=False)
     lenient_event: type = field(repr=False)
     empty_args: Any = field(repr=False)
+    lazy: msgspec.json.Decoder = field(repr=False)
 
     def attrs(self, column: str) -> list[str]:
         """Struct attributes (one per raw key) that fill ``column``."""
@@ -105,15 +107,18 @@ class ArgMap:
 
 
 def _struct_types(args: list[ArgSpec], lenient: bool) -> tuple[type, type]:
+    """Event and args Structs for the eager (non-lazy) args; every field Any when lenient."""
+
     def py(dtype: str) -> Any:
         if lenient:
             return Any
         return msgspec.Raw if dtype == "Raw" else _NUM
 
+    eager = [a for a in args if not a.lazy]
     arg_t = msgspec.defstruct(
         "KinetoArgs",
-        [(a.attr, py(a.dtype), None) for a in args],
-        rename={a.attr: a.raw for a in args},
+        [(a.attr, py(a.dtype), None) for a in eager],
+        rename={a.attr: a.raw for a in eager},
         gc=False,
     )
     top = Any if lenient else None
@@ -134,11 +139,29 @@ def _struct_types(args: list[ArgSpec], lenient: bool) -> tuple[type, type]:
     return arg_t, ev_t
 
 
+def _lazy_decoder(args: list[ArgSpec]) -> msgspec.json.Decoder:
+    """Second-pass decoder: name, External id and the lazy args of each event (as Raw)."""
+    fields = [a for a in args if a.lazy or a.column == "external_id"]
+    arg_t = msgspec.defstruct(
+        "KinetoLazyArgs",
+        [(a.attr, Any if a.column == "external_id" else msgspec.Raw, None) for a in fields],
+        rename={a.attr: a.raw for a in fields},
+        gc=False,
+    )
+    ev_t = msgspec.defstruct(
+        "KinetoLazyEvent", [("name", Any, None), ("args", arg_t | None, None)], gc=False
+    )
+    return msgspec.json.Decoder(list[ev_t])
+
+
 @functools.lru_cache(maxsize=4)
 def load_map(path: Path = MAP_FILE) -> ArgMap:
     """Load a versioned Kineto arg map and generate its decoder types."""
     doc = yaml.safe_load(path.read_text())
-    args = [ArgSpec(a["raw"], a["column"], a["dtype"], f"a{i}") for i, a in enumerate(doc["args"])]
+    args = [
+        ArgSpec(a["raw"], a["column"], a["dtype"], f"a{i}", bool(a.get("lazy", False)))
+        for i, a in enumerate(doc["args"])
+    ]
     arg_t, ev_t = _struct_types(args, lenient=False)
     _, lenient_t = _struct_types(args, lenient=True)
     return ArgMap(
@@ -155,6 +178,7 @@ def load_map(path: Path = MAP_FILE) -> ArgMap:
         strict=msgspec.json.Decoder(list[ev_t]),
         lenient_event=lenient_t,
         empty_args=arg_t(),
+        lazy=_lazy_decoder(args),
     )
 
 
@@ -170,7 +194,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read(path: str | Path, *, python_functions: bool = False, chunk_bytes: int = 32 << 20) -> Trace:
+def read(path: str | Path, *, python_functions: bool = False, chunk_bytes: int = 8 << 20) -> Trace:
     """Read a Kineto trace (``.json`` or ``.json.gz``) into the event schema.
 
     Args:
@@ -214,51 +238,66 @@ class _Reader:
         self.malformed = 0
         self.total = 0
         self._reasons: dict[Any, str | None] = {}
+        self._nb_cache: dict[tuple[str, Any], bool | None] = {}
 
     # -- decoding ---------------------------------------------------------------------------
-    def decode(self, mv: memoryview) -> list[Any]:
+    def decode(self, mv: memoryview) -> _Decoded:
         """Strict typed decode; on a type mismatch, decode leniently event by event."""
         try:
-            return self.amap.strict.decode(mv)
+            return _Decoded(self.amap.strict.decode(mv), mv)
         except msgspec.ValidationError:
-            return self._lenient(msgspec.json.decode(mv))
+            return _Decoded(self._lenient(msgspec.json.decode(mv)), mv)
         except msgspec.DecodeError:
             data = bytes(mv)
             if not _NONFINITE.search(data):
                 raise
             # NaN / Infinity literals (Python's json writes them; JSON has none): keep them
             # as strings so that the events are counted as non-finite, not lost.
-            return self._lenient(msgspec.json.decode(_NONFINITE.sub(rb'\1"\2"', data)))
+            return _Decoded(
+                self._lenient(msgspec.json.decode(_NONFINITE.sub(rb'\1"\2"', data))), None
+            )
 
     def _lenient(self, items: Any) -> list[Any]:
         out = []
         for item in items if isinstance(items, list) else [items]:
             try:
-                out.append(msgspec.convert(item, self.amap.lenient_event, strict=False))
+                ev = msgspec.convert(item, self.amap.lenient_event, strict=False)
             except msgspec.ValidationError:
                 self.malformed += 1
+                continue
+            for attr in ("ph", "cat", "name"):
+                if not isinstance(getattr(ev, attr), str):
+                    setattr(ev, attr, None)
+            for attr in ("pid", "tid"):
+                if not isinstance(getattr(ev, attr), (int, str)):
+                    setattr(ev, attr, None)
+            out.append(ev)
         return out
 
     # -- one chunk -> frame -----------------------------------------------------------------
-    def chunk(self, evs: list[Any]) -> pl.DataFrame:
+    def chunk(self, dec: _Decoded) -> pl.DataFrame:
         """Classify one decoded chunk; return its rows (schema columns + helpers)."""
+        evs = dec.events
         self.total += len(evs) + self.malformed
         if self.malformed:
             self.skipped["malformed event"] += self.malformed
             self.malformed = 0
-        # complete events are keyed by category, the rest by (phase, category)
-        key = [e.cat if e.ph == "X" else (e.ph, e.cat) for e in evs]
-        for k, n in Counter(key).items():
-            reason = self._reason(k)
-            if reason is not None:
-                self.skipped[reason] += n
         keep = self._keep
-        mask = [k in keep for k in key]
-        del key
-        kept = evs if all(mask) else list(compress(evs, mask))
+        mask = [e.ph == "X" and e.cat in keep for e in evs]
+        if all(mask):
+            kept = evs
+        else:
+            # complete events are keyed by category, the rest by (phase, category)
+            skipped = Counter(
+                e.cat if e.ph == "X" else (e.ph, e.cat) for e, m in zip(evs, mask) if not m
+            )
+            for k, n in skipped.items():
+                self.skipped[self._reason(k) or "?"] += n
+            kept = list(compress(evs, mask))
         del evs, mask
         df = self._columns(kept)
-        return self._finish_chunk(df, kept)
+        df = self._finish_chunk(df, kept)
+        return self._lazy_sizes(df, dec.text)
 
     @functools.cached_property
     def _keep(self) -> frozenset[str]:
@@ -367,23 +406,17 @@ class _Reader:
         )
 
     def _with_raw_derived(self, df: pl.DataFrame, evs: list[Any]) -> pl.DataFrame:
-        """non_blocking and message bytes: need per-row decoding of a few Raw args."""
+        """non_blocking (per-row decoding of a few Raw args) and message sizes."""
         amap = self.amap
         in_n, out_n = pl.col("a_in_msg_nelems"), pl.col("a_out_msg_nelems")
         size = pl.col("a_msg_dtype").replace_strict(
             amap.dtype_bytes, default=None, return_dtype=pl.Int64
         )
-        df = df.with_columns((pl.max_horizontal(in_n, out_n) * size).alias("msg_bytes"))
+        msg = pl.max_horizontal(in_n, out_n) * size
         names = df["name"]
-        nb_rows = names.is_in(list(amap.non_blocking_index)).arg_true().to_list()
-        rpc_rows = ((names == _RPC) & df["msg_bytes"].is_null()).arg_true().to_list()
         nb: list[bool | None] = [None] * df.height
-        for i in nb_rows:
-            nb[i] = _non_blocking(evs[i], names[i], amap)
-        fallback: list[int | None] = [None] * df.height
-        for i in rpc_rows:
-            fallback[i] = _first_tensor_bytes(evs[i], amap)
-        msg = pl.coalesce("msg_bytes", pl.Series(fallback, dtype=pl.Int64))
+        for i in names.is_in(list(amap.non_blocking_index)).arg_true().to_list():
+            nb[i] = self._non_blocking(evs[i], names[i])
         comms = pl.col("kind").is_in(["collective", "kernel"]) | (names == _RPC)
         return df.with_columns(
             pl.Series("non_blocking", nb, dtype=pl.Boolean),
@@ -392,6 +425,59 @@ class _Reader:
             .otherwise(pl.col("bytes"))
             .alias("bytes"),
         )
+
+    def _non_blocking(self, ev: Any, name: str) -> bool | None:
+        """Cached by (op, inputs text): most copies repeat the same few inputs."""
+        args = ev.args
+        if args is None:
+            return None
+        raw = next(
+            (v for a in self.amap.attrs("concrete_inputs") if (v := getattr(args, a)) is not None),
+            None,
+        )
+        if raw is None:
+            return None
+        key = (name, bytes(raw) if isinstance(raw, msgspec.Raw) else repr(raw))
+        if key not in self._nb_cache:
+            self._nb_cache[key] = _non_blocking(_raw(raw), name, self.amap)
+        return self._nb_cache[key]
+
+    def _lazy_sizes(self, df: pl.DataFrame, text: memoryview | None) -> pl.DataFrame:
+        """record_param_comms without msg nelems: size of the first input tensor.
+
+        "Input Dims" / "Input type" are lazy args: decoded in a second pass over the chunk's
+        text, and only for chunks that hold such a record_param_comms (old traces with NCCL).
+        """
+        rpc = (
+            (pl.col("name") == _RPC)
+            & pl.col("bytes").is_null()
+            & pl.col("external_id").is_not_null()
+        )
+        if text is None or df.select(rpc.any()).item() is not True:
+            return df
+        try:
+            lazy = self.amap.lazy.decode(text)
+        except msgspec.DecodeError:
+            return df
+        ext_attrs = self.amap.attrs("external_id")
+        sizes: dict[int, int] = {}
+        for ev in lazy:
+            if ev.name != _RPC or ev.args is None:
+                continue
+            ext = next((v for a in ext_attrs if isinstance(v := getattr(ev.args, a), int)), None)
+            size = _first_tensor_bytes(ev.args, self.amap)
+            if ext is not None and size is not None:
+                sizes[ext] = size
+        fill = pl.col("external_id").replace_strict(sizes, default=None, return_dtype=pl.Int64)
+        return df.with_columns(pl.when(rpc).then(fill).otherwise(pl.col("bytes")).alias("bytes"))
+
+
+@dataclass
+class _Decoded:
+    """One decoded chunk and its JSON text (kept for the lazy second pass)."""
+
+    events: list[Any]
+    text: memoryview | None
 
 
 #: Which rows each arg column is extracted on (None: all rows).
@@ -565,13 +651,8 @@ def _raw(value: Any) -> Any:
     return value
 
 
-def _non_blocking(ev: Any, name: str, amap: ArgMap) -> bool | None:
-    """The non_blocking flag of a copy op from its "Concrete Inputs", when recorded."""
-    args = ev.args
-    if args is None:
-        return None
-    attrs = amap.attrs("concrete_inputs")
-    inputs = next((_raw(getattr(args, a)) for a in attrs if getattr(args, a) is not None), None)
+def _non_blocking(inputs: Any, name: str, amap: ArgMap) -> bool | None:
+    """The non_blocking flag of a copy op from its decoded "Concrete Inputs"."""
     if not isinstance(inputs, list):
         return None
     idx = amap.non_blocking_index.get(name, {}).get(len(inputs))
@@ -581,11 +662,8 @@ def _non_blocking(ev: Any, name: str, amap: ArgMap) -> bool | None:
     return {"True": True, "False": False}.get(value) if isinstance(value, str) else None
 
 
-def _first_tensor_bytes(ev: Any, amap: ArgMap) -> int | None:
-    """record_param_comms without msg nelems: bytes of its first input tensor, if it has one."""
-    args = ev.args
-    if args is None:
-        return None
+def _first_tensor_bytes(args: Any, amap: ArgMap) -> int | None:
+    """Bytes of the first input tensor of an op, from its "Input Dims" and "Input type"."""
     dims = next((_raw(getattr(args, a)) for a in amap.attrs("input_dims")), None)
     types = next((_raw(getattr(args, a)) for a in amap.attrs("input_type")), None)
     if not (isinstance(dims, list) and isinstance(types, list) and dims and types):

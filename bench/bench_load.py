@@ -1,0 +1,255 @@
+"""Load-time and peak-memory benchmark: ccdiag vs. its anchors, in one run.
+
+    python bench/bench_load.py                       # 1 GB Kineto (ccdiag, orjson, HTA), 1 GB nsys
+    python bench/bench_load.py --size-mb 200 --hta-size-mb 50 --nsys-size-mb 0   # quick
+
+Every measurement runs in a fresh subprocess (``--worker``), which reports its wall time for the
+load and its peak resident memory (``ru_maxrss``: interpreter and imports included; the
+``baseline`` column is the peak before the load started). Rows:
+
+- ``ccdiag``: ``ccdiag.parsers.read`` -> validated event frame + metadata (what ``load_trace``
+  does before steps); ``ccdiag+steps``: ``ccdiag.api.load_trace`` (parse and assign steps).
+- ``orjson``: read the file (gunzip if needed) and ``orjson.loads`` it: the raw decode alone,
+  the floor for any loader that builds Python objects.
+- ``HTA``: Holistic Trace Analysis' loader (``hta.common.trace.parse_trace_file``, its default
+  backend), on a smaller tile when ``--hta-size-mb`` is smaller: it needs tens of GB for 1 GB.
+- ``nsys``: ccdiag's Nsight Systems SQLite reader on a tiled export, with ``sqlite3`` stepping
+  through every row of the same activity tables (as Python tuples, not kept) as its anchor.
+
+Inputs are built by ``bench/make_large.py`` into ``bench/data/`` (git-ignored) when missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+sys.path.insert(0, str(HERE))
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _work(kind: str, path: Path) -> dict[str, Any]:
+    """Run one load in this process; return seconds, rows and memory."""
+    if kind in ("ccdiag", "ccdiag+steps", "nsys"):
+        from ccdiag import api, parsers
+
+        base = _peak_mb()
+        t = time.perf_counter()
+        trace = api.load_trace(path) if kind == "ccdiag+steps" else parsers.read(path)
+        sec = time.perf_counter() - t
+        rows = trace.events.height
+    elif kind == "orjson":
+        import gzip
+
+        import orjson
+
+        base = _peak_mb()
+        t = time.perf_counter()
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        doc = orjson.loads(data)
+        sec = time.perf_counter() - t
+        rows = len(doc["traceEvents"])
+    elif kind == "hta":
+        import logging
+        import warnings
+
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        from hta.common.trace import parse_trace_file
+
+        base = _peak_mb()
+        t = time.perf_counter()
+        _, df, _ = parse_trace_file(str(path))
+        sec = time.perf_counter() - t
+        rows = len(df)
+    elif kind == "sqlite3":
+        import sqlite3
+
+        from make_large import _NSYS_TABLES
+
+        base = _peak_mb()
+        t = time.perf_counter()
+        con = sqlite3.connect(path)
+        names = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        rows = 0
+        for table in _NSYS_TABLES:
+            if table in names:
+                for _ in con.execute(f"select * from {table}"):
+                    rows += 1
+        sec = time.perf_counter() - t
+    else:
+        raise SystemExit(f"unknown worker {kind}")
+    return {"seconds": sec, "peak_mb": _peak_mb(), "baseline_mb": base, "rows": rows}
+
+
+def _measure(kind: str, path: Path, timeout: int) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, str(path)]
+    t = time.perf_counter()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": f"exit {out.returncode}: {tail[:120]}", "wall": time.perf_counter() - t}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _runs(kind: str, path: Path, repeat: int, timeout: int) -> dict[str, Any]:
+    results = [_measure(kind, path, timeout) for _ in range(repeat)]
+    ok = [r for r in results if "error" not in r]
+    if not ok:
+        return results[0]
+    return {
+        "seconds": statistics.median(r["seconds"] for r in ok),
+        "best": min(r["seconds"] for r in ok),
+        "peak_mb": max(r["peak_mb"] for r in ok),
+        "baseline_mb": min(r["baseline_mb"] for r in ok),
+        "rows": ok[0]["rows"],
+        "runs": len(ok),
+    }
+
+
+def _uncompressed_mb(path: Path) -> float:
+    if path.suffix == ".gz":
+        with open(path, "rb") as fh:  # ISIZE: uncompressed size mod 2**32 (one member)
+            fh.seek(-4, 2)
+            isize = int.from_bytes(fh.read(4), "little")
+        plain = path.with_suffix("")
+        return (plain.stat().st_size if plain.exists() else isize) / 2**20
+    return path.stat().st_size / 2**20
+
+
+def _ensure(kind: str, size_mb: float) -> Path:
+    import make_large
+
+    if kind == "kineto":
+        path = DATA / f"kineto_{int(size_mb)}mb.json"
+        if not path.exists():
+            make_large.make_kineto(
+                make_large.TRACES / "h200_decode_eager.kineto.json.gz", path, size_mb
+            )
+    else:
+        path = DATA / f"nsys_{int(size_mb)}mb.sqlite"
+        if not path.exists():
+            make_large.make_nsys(make_large.TRACES / "h200_decode_eager.nsys.sqlite", path, size_mb)
+    return path
+
+
+def _row(label: str, path: Path, r: dict[str, Any], ref: dict[str, Any] | None) -> str:
+    size = f"{_uncompressed_mb(path):,.0f} MiB" + (" (.gz)" if path.suffix == ".gz" else "")
+    if "error" in r:
+        return f"| {label} | {size} | {r['error']} | | | | |"
+    ratio = ""
+    if ref is not None and "error" not in ref and label != ref.get("label"):
+        ratio = f"{r['seconds'] / ref['seconds']:.1f}x"
+    mem_ratio = f"{r['peak_mb'] / _uncompressed_mb(path):.2f}"
+    return (
+        f"| {label} | {size} | {r['seconds']:.2f} | {ratio} | {r['peak_mb']:,.0f} "
+        f"({r['baseline_mb']:,.0f}) | {mem_ratio} | {r['rows']:,} |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--worker", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--size-mb", type=float, default=1024, help="Kineto file size (uncompressed)")
+    ap.add_argument(
+        "--hta-size-mb",
+        type=float,
+        default=None,
+        help="Kineto size used for HTA (default: --size-mb)",
+    )
+    ap.add_argument("--nsys-size-mb", type=float, default=1024, help="nsys SQLite size (0: skip)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each ccdiag row (median)")
+    ap.add_argument("--gzip", action="store_true", help="also load a .json.gz of --size-mb")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per run")
+    ap.add_argument("--md", type=Path, help="also write the table (markdown) to this file")
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(_work(a.worker[0], Path(a.worker[1]))))
+        return
+
+    big = _ensure("kineto", a.size_mb)
+    small = _ensure("kineto", a.hta_size_mb or a.size_mb)
+    rows: list[str] = []
+    plan: list[tuple[str, Path, str, int]] = [
+        ("ccdiag", big, "ccdiag", a.repeat),
+        ("ccdiag+steps", big, "ccdiag+steps", 1),
+        ("orjson.loads", big, "orjson", 1),
+    ]
+    if a.gzip:
+        gz = _ensure("kineto.gz", a.size_mb)
+        plan += [("ccdiag .gz", gz, "ccdiag", a.repeat), ("orjson.loads .gz", gz, "orjson", 1)]
+    if small != big:
+        plan.append(("ccdiag", small, "ccdiag", a.repeat))
+    plan.append(("HTA", small, "hta", 1))
+    results: dict[tuple[str, Path], dict[str, Any]] = {}
+    for label, path, kind, rep in plan:
+        print(f"… {label} on {path.name}", file=sys.stderr, flush=True)
+        results[(label, path)] = {**_runs(kind, path, rep, a.timeout), "label": label}
+    if a.nsys_size_mb > 0:
+        nsys = _ensure("nsys", a.nsys_size_mb)
+        for label, kind, rep in (("ccdiag nsys", "nsys", a.repeat), ("sqlite3 rows", "sqlite3", 1)):
+            print(f"… {label} on {nsys.name}", file=sys.stderr, flush=True)
+            results[(label, nsys)] = {**_runs(kind, nsys, rep, a.timeout), "label": label}
+
+    head = [
+        "| loader | file (uncompressed) | seconds | vs ccdiag | peak MB (before load) "
+        "| peak / file size | events or rows |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for (label, path), r in results.items():
+        ref_label = {".sqlite": "ccdiag nsys", ".gz": "ccdiag .gz"}.get(path.suffix, "ccdiag")
+        ref = results.get((ref_label, path))
+        rows.append(_row(label, path, r, ref))
+    summary = _ratios(results, big, small)
+    text = "\n".join(head + rows + [""] + summary) + "\n"
+    print(text)
+    if a.md:
+        a.md.write_text(text)
+    info = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
+    print(f"machine: {info}", file=sys.stderr)
+
+
+def _ratios(results: dict[tuple[str, Path], dict[str, Any]], big: Path, small: Path) -> list[str]:
+    """The acceptance ratios, stated with the sizes they were measured on."""
+    out = []
+    c_big, o = results.get(("ccdiag", big), {}), results.get(("orjson.loads", big), {})
+    c_small, h = results.get(("ccdiag", small), {}), results.get(("HTA", small), {})
+    if "seconds" in c_big and "seconds" in o:
+        out.append(
+            f"- ccdiag vs orjson.loads on {_uncompressed_mb(big):,.0f} MiB: "
+            f"{o['seconds'] / c_big['seconds']:.1f}x faster"
+        )
+    if "seconds" in c_small and "seconds" in h:
+        out.append(
+            f"- ccdiag vs HTA on {_uncompressed_mb(small):,.0f} MiB (HTA's size): "
+            f"{h['seconds'] / c_small['seconds']:.1f}x faster"
+        )
+    if "peak_mb" in c_big:
+        out.append(
+            f"- ccdiag peak memory on {_uncompressed_mb(big):,.0f} MiB: {c_big['peak_mb']:,.0f} MB "
+            f"= {c_big['peak_mb'] / _uncompressed_mb(big):.2f}x the uncompressed file"
+        )
+    return out
+
+
+if __name__ == "__main__":
+    main()
