@@ -315,6 +315,14 @@ def diagnose_pair(
         key=lambda r: -r.predicted_recovery_ns_per_step,
     )
     warnings = list(pair.warnings)
+    slow = ctx.slowdown if not ctx.host_only else {"ratio": 1.0, "op_kinds": 0}
+    if slow["ratio"] >= 1.1 and slow["op_kinds"] >= 1:
+        warnings.append(
+            f"host code that makes no CUDA call ran {slow['ratio']:.2f}x slower in the treatment "
+            f"({slow['op_kinds']} cpu_op kinds): not a CC mechanism in ccdiag's model (CPU "
+            "frequency, contention, profiler or emulator side effects); what it costs stays "
+            "unattributed"
+        )
     if not pair.step_times.significant:
         warnings.append(
             "the per-step delta is within the noise: nothing here is a finding; repeat the runs"

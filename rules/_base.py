@@ -149,6 +149,12 @@ class RuleContext:
         return j.with_columns((pl.col(f"t_{c}") - pl.col(f"b_{c}")).alias(f"d_{c}") for c in cols)
 
     @cached_property
+    def slowdown(self) -> dict[str, Any]:
+        """General host slowdown outside CUDA calls (``_expr.host_slowdown``)."""
+        b, t = self.pair.baseline.trace.events, self.pair.treatment.trace.events
+        return ex.host_slowdown(b, t)
+
+    @cached_property
     def crit_b(self) -> pl.DataFrame:
         """GPU-critical windows of the baseline (rank, step, ws, we)."""
         return ex.critical_windows(

@@ -424,12 +424,20 @@ def host_intervals(calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
 
 
 def gpu_runs(gpu: pl.DataFrame, by: list[str], tol: int = RUN_GAP_NS) -> pl.DataFrame:
-    """Busy runs of the GPU rows grouped by ``by`` (rows closer than ``tol`` merged): by, g0, g1."""
-    g = gpu.select(*by, "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("e")).sort(
-        *by, "start_ns"
+    """Busy runs of the GPU rows grouped by ``by``: by, g0, g1.
+
+    A row continues the run when it was launched before the GPU got free (it was queued behind
+    the previous work: the GPU, not the host, decided when it started) or starts within ``tol``
+    of the previous row's end. A row whose launch came after the GPU went idle starts a new run.
+    """
+    launch = pl.col("launch_end") if "launch_end" in gpu.columns else pl.lit(None, dtype=pl.Int64)
+    g = gpu.select(
+        *by, "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("e"), launch.alias("le")
     )
+    g = g.sort(*by, "start_ns")
     prev = pl.col("e").cum_max().shift(1).over(by)
-    new = pl.col("start_ns") > prev.fill_null(pl.col("start_ns") - tol - 1) + tol
+    queued = pl.col("le").is_not_null() & (pl.col("le") <= prev + 1000)
+    new = ~(queued | (pl.col("start_ns") <= prev + tol)).fill_null(False)
     g = g.with_columns(new.cum_sum().over(by).alias("run"))
     runs = g.group_by(*by, "run").agg(
         pl.col("start_ns").min().alias("g0"), pl.col("e").max().alias("g1")
@@ -441,7 +449,8 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     """GPU-critical windows: where the host waited for GPU work (disjoint, sorted per rank).
 
     A waiting call is a sync, or a host-crossing copy call that covered its GPU copy. The GPU busy
-    run it ended on (the device's for a sync, the copy's stream's for a copy) gives
+    run it ended on (the device's for a sync or a copy that waited on another stream, else the
+    copy's stream's) gives
     ``[g0, min(g1, call end)]``: from there back to the run's start the GPU, not the host, was the
     critical path, and host work under it was hidden. A wait during which the GPU was idle is no
     window (it is host overhead). Columns rank, step, ws, we.
@@ -454,7 +463,13 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
         return empty
     cols = ["rank", "step", "w_start", pl.col("eff_start").alias("s"), pl.col("end_ns").alias("e")]
     syncs = calls.filter(pl.col("cls") == "sync").select(cols).sort("e")
-    copies = calls.filter(copy_wait).select(*cols, "device", "stream").sort("e")
+    # a copy that started late while its own stream was idle waited on another stream (an event):
+    # follow the device's busy run, like a sync; otherwise its own stream's run
+    cross = (pl.col("gpu_start") - pl.col("start_ns") > 20_000) & (
+        pl.col("stream_free_ns").fill_null(0) < pl.col("start_ns")
+    )
+    copies = calls.filter(copy_wait & ~cross).select(*cols, "device", "stream").sort("e")
+    syncs = pl.concat([syncs, calls.filter(copy_wait & cross).select(cols)]).sort("e")
     parts = []
     if syncs.height:
         parts.append(
@@ -636,6 +651,11 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         "_row", pl.col("step").alias("_wstep")
     )
     gpu = gpu.join(timed, on="_row", how="left")
+    calls = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
+    calls = calls.group_by("pid", "correlation").agg(
+        (pl.col("start_ns") + pl.col("dur_ns")).min().alias("launch_end")
+    )
+    gpu = gpu.join(calls, on=["pid", "correlation"], how="left")
     known = windows.select("rank", pl.col("step").alias("_k"), pl.lit(True).alias("_ok"))
     gpu = gpu.join(known, left_on=["rank", "step"], right_on=["rank", "_k"], how="left")
     step = pl.when(pl.col("_ok").fill_null(False)).then(pl.col("step")).otherwise(pl.col("_wstep"))
@@ -947,3 +967,84 @@ def top_list(df: pl.DataFrame, by: str, n_rows: int = 5, **cols: pl.Expr) -> lis
         }
         for r in g.iter_rows(named=True)
     ]
+
+
+def _pure_host_ops(ev: pl.DataFrame) -> pl.DataFrame:
+    """cpu_ops that contain no CUDA API call (on their thread) and are no copy / sync op."""
+    api = (
+        ev.filter(pl.col("kind").is_in(API_KINDS)).select("pid", "tid", "start_ns").sort("start_ns")
+    )
+    api = api.with_columns(pl.int_range(1, pl.len() + 1).over("pid", "tid").alias("k"))
+    ops = ev.filter((pl.col("kind") == "cpu_op") & ~pl.col("name").is_in([*_COPY_OPS, *_SYNC_OPS]))
+    ops = ops.select("pid", "tid", "name", "start_ns", "dur_ns").with_row_index("_i")
+
+    def count_at(col: pl.Expr) -> pl.DataFrame:
+        x = ops.select("_i", "pid", "tid", col.alias("t")).sort("t")
+        j = x.join_asof(
+            api, left_on="t", right_on="start_ns", by=["pid", "tid"], check_sortedness=False
+        )
+        return j.select("_i", pl.col("k").fill_null(0))
+
+    k0 = count_at(pl.col("start_ns")).rename({"k": "k0"})
+    k1 = count_at(pl.col("start_ns") + pl.col("dur_ns")).rename({"k": "k1"})
+    ops = ops.join(k0, on="_i").join(k1, on="_i")
+    return ops.filter(pl.col("k1") == pl.col("k0"))
+
+
+def host_slowdown(ev_b: pl.DataFrame, ev_t: pl.DataFrame) -> dict[str, Any]:
+    """How much slower host code got, outside CUDA calls: the control for per-call tolls.
+
+    Ratio treatment/baseline of the median duration of cpu_op kinds that contain no CUDA API call
+    and are no copy or sync op (view, empty, as_strided, ...), the call-weighted median over kinds
+    with at least 10 calls in both runs. CC adds no cost to them; when they slow down, so does all
+    host code (CPU frequency, contention, profiler or emulator side effects). 1.0 when unknown.
+    """
+
+    def per(ev: pl.DataFrame) -> pl.DataFrame:
+        ops = _pure_host_ops(ev)
+        return ops.group_by("name").agg(pl.len().alias("n"), pl.col("dur_ns").median().alias("m"))
+
+    j = per(ev_b).join(per(ev_t), on="name", suffix="_t")
+    j = j.filter((pl.col("n") >= 10) & (pl.col("n_t") >= 10) & (pl.col("m") > 0))
+    if j.height == 0:
+        return {"ratio": 1.0, "op_kinds": 0, "ops": []}
+    j = j.with_columns((pl.col("m_t") / pl.col("m")).alias("r"))
+    w = j.sort("r").with_columns((pl.col("n").cum_sum() / pl.col("n").sum()).alias("c"))
+    ratio = float(w.filter(pl.col("c") >= 0.5)["r"][0])
+    ops = [
+        {
+            "op": r["name"],
+            "calls": r["n"],
+            "median_ns": {"baseline": int(r["m"]), "treatment": int(r["m_t"])},
+        }
+        for r in j.sort("n", descending=True).head(5).iter_rows(named=True)
+    ]
+    return {"ratio": round(ratio, 3), "op_kinds": j.height, "ops": ops}
+
+
+def toll_fit(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
+    """Fit treatment quantiles = toll + slope x baseline quantiles (p10..p90, least squares).
+
+    A CC toll adds a constant to every call (``toll_ns`` > 0, slope ~1); host code that merely
+    got slower scales them (toll ~0, slope > 1). Both at once give both.
+    """
+    b, t = base.drop_nulls(), treat.drop_nulls()
+    if b.len() < 5 or t.len() < 5:
+        return {"toll_ns": 0, "slope": 1.0}
+    qs = np.linspace(0.1, 0.9, 9)
+    qb = np.array([b.quantile(q, "linear") for q in qs], dtype=float)
+    qt = np.array([t.quantile(q, "linear") for q in qs], dtype=float)
+    if np.ptp(qb) <= 0:
+        return {"toll_ns": int(np.median(qt - qb)), "slope": 1.0}
+    slope, toll = np.polyfit(qb, qt, 1)
+    return {"toll_ns": int(toll), "slope": round(float(slope), 3)}
+
+
+def step_totals(aligned: pl.DataFrame, b: pl.DataFrame, t: pl.DataFrame, col: str) -> pl.DataFrame:
+    """Per aligned step: the total of ``col`` in both runs (b_, t_, d_) and the treatment's row
+    count ``n``."""
+
+    def per(df: pl.DataFrame) -> pl.DataFrame:
+        return df.group_by("rank", "step").agg(pl.col(col).sum(), pl.len().alias("n"))
+
+    return aligned_delta(aligned, per(b), per(t), [col, "n"]).rename({"t_n": "n"})

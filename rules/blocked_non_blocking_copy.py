@@ -27,11 +27,11 @@ class BlockedNonBlockingCopy(Rule):
     scheduling, SGLang overlap) lose that overlap on every readback.
 
     ## Evidence
-    Per aligned step, host time inside ``*Async`` copy calls that covered their GPU copy (the
-    call waited for earlier queued work and the copy). Claims, in every host category, the growth
-    of *exposed* time beyond the category's own growth: host work that ran under the GPU in the
-    baseline and now runs after the blocked call, on the critical path. Host-only treatments:
-    growth of copy ops recorded with ``non_blocking=True``.
+    Per aligned step, host time inside ``*Async`` copy calls that covered their GPU copy (the call
+    waited for earlier queued work and the copy). Claims the growth of *exposure* beyond the growth
+    of the work itself: host work that ran under the GPU in the baseline and now runs after the
+    blocked call, and GPU work the host now waits for (GPU-critical time beyond GPU busy growth).
+    Host-only treatments: growth of copy ops recorded with ``non_blocking=True``.
 
     ## Example
     ``tests/rules/cases/blocked-non-blocking-copy.yaml`` ``fires_when_async_copy_waits_for_queue``.
@@ -76,32 +76,27 @@ class BlockedNonBlockingCopy(Rule):
         grow = float(st["d_blocked_async_ns"].median() or 0)
         if grow < self.options.min_blocked_ns:
             return Outcome.clean(f"host time blocked in async copy calls grew {grow / 1e3:.1f} us")
-        cl = pl.concat([claims(_exposure_growth(ctx, c), c, "x") for c in ex.HOST_CATEGORIES])
+        cl = pl.concat(
+            [claims(_exposure_growth(ctx, c), c, "x") for c in ex.HOST_CATEGORIES]
+            + [claims(_gpu_exposure_growth(ctx, c, k), c, "x") for c, k in GPU_BUSY.items()]
+        )
         util = ctx.busy.join(
             ctx.ledger.select("rank", "idx", "b_step_ns", "t_step_ns"), on=["rank", "idx"]
         )
+        blocked = (pl.col("c_copy_wait") + pl.col("c_copy_self")).alias("blocked")
         ev = {
             "async_copies_per_step": ex.both(lambda p: int(st[f"{p}_n"].median() or 0), "b", "t"),
             "blocked_in_async_calls_ns_per_step": ex.both(
-                lambda p: int(st[f"{p}_blocked_async_ns"].median() or 0), "b", "t"
-            ),
+                lambda p: int(st[f"{p}_blocked_async_ns"].median() or 0), "b", "t"),
             "copy_wait_ns": ex.both(lambda d: ex.percentiles(d["c_copy_wait"]), cb, ct),
             "share_blocking": ex.both(_share, cb, ct),
             "gpu_utilization": ex.both(
-                lambda p: round(
-                    float(util[f"{p}_all"].sum() / max(util[f"{p}_step_ns"].sum(), 1)), 3
-                ),
-                "b",
-                "t",
-            ),
-            "top_blocked": ex.top_list(
-                ct.with_columns((pl.col("c_copy_wait") + pl.col("c_copy_self")).alias("blocked")),
-                "name",
-                blocked_ns=pl.col("blocked").sum(),
-                bytes=pl.col("bytes").max(),
-            ),
+                lambda p: round(float(util[f"{p}_all"].sum() / max(util[f"{p}_step_ns"].sum(), 1)), 3),
+                "b", "t"),
+            "top_blocked": ex.top_list(ct.with_columns(blocked), "name",
+                                       blocked_ns=pl.col("blocked").sum(), bytes=pl.col("bytes").max()),
             "published": "SGLang Qwen3-8B GPU utilization 74 -> 57 %",
-        }
+        }  # fmt: skip
         summary = f"async copy calls now block the host: +{grow / 1e3:.1f} us/step inside them"
         conf = "high" if grow > 5 * self.options.min_blocked_ns else "medium"
         return self.fired(cl, summary, ev, conf, vllm=_is_vllm(ctx))
@@ -138,6 +133,17 @@ def _exposure_growth(ctx: RuleContext, c: str) -> pl.DataFrame:
     """Exposed growth of a category beyond its own growth: work that ran under the GPU before."""
     x = pl.col(f"d_{c}") - pl.col(f"d_{c}_total").clip(lower_bound=0)
     return ctx.ledger.select("rank", "idx", x.clip(lower_bound=0).alias("x"))
+
+
+GPU_BUSY = {"gpu_kernel": "kernel", "gpu_collective": "collective", "gpu_copy": "copy",
+            "gpu_uvm": "uvm", "gpu_idle": None}  # fmt: skip
+
+
+def _gpu_exposure_growth(ctx: RuleContext, c: str, busy: str | None) -> pl.DataFrame:
+    """GPU-critical growth beyond the GPU work's own growth: GPU time the host now waits for."""
+    j = ctx.ledger.join(ctx.busy, on=["rank", "idx"], how="left")
+    own = pl.col(f"d_{busy}").fill_null(0).clip(lower_bound=0) if busy else pl.lit(0)
+    return j.select("rank", "idx", (pl.col(f"d_{c}") - own).clip(lower_bound=0).alias("x"))
 
 
 def _share(c: pl.DataFrame) -> float:

@@ -28,10 +28,12 @@ class KernelLaunchToll(Rule):
 
     ## Evidence
     Main-thread launch calls (``runtime``/``driver`` rows named ``cu*Launch*``, ``*GraphLaunch``,
-    ``*Memset*``) and the host gaps before them, per aligned step; the quantile shift of per-launch
-    cost between the runs. A fixed toll moves p10, p25 and p50 together; framework noise moves the
-    tail only, so the gap part is claimed only when the shift is uniform. Host-only treatments: the
-    growth of ops that launched kernels in the baseline, divided by the baseline's launches.
+    ``*Memset*``) and the host gaps before them. Per launch API, treatment quantiles are fitted as
+    ``toll + slope x baseline quantiles``: a toll is additive, slower host code is a slope. It fires
+    on a fitted toll and claims, per step, the growth of launch-call time (and of the gaps before
+    launches), at most launches x toll. Host code that merely got slower (``host_slowdown``: cpu_ops
+    that make no CUDA call) is reported as evidence. Host-only treatments: the growth of ops that
+    launched kernels in the baseline.
 
     ## Example
     ``tests/rules/cases/kernel-launch-toll.yaml`` ``fires_when_every_launch_pays_a_toll``: 100
@@ -64,10 +66,7 @@ class KernelLaunchToll(Rule):
 
     @dataclass(frozen=True)
     class Options:
-        min_toll_ns: int = opt(700, "Smallest per-launch increase (quantile shift, ns).")
-        min_ratio: float = opt(
-            0.1, "...and this fraction of the baseline call (half of it for the gap before)."
-        )
+        min_toll_ns: int = opt(700, "Smallest fitted additive cost per launch (ns) called a toll.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
         if ctx.host_only:
@@ -75,44 +74,36 @@ class KernelLaunchToll(Rule):
         lb, lt = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
-        call = ex.quantile_shift(lb["eff_ns"], lt["eff_ns"])
-        gap = ex.quantile_shift(lb["gap_ns"], lt["gap_ns"])
-        o = self.options
-        f_call = max(o.min_toll_ns, o.min_ratio * float(lb["eff_ns"].median() or 0))
-        f_gap = max(o.min_toll_ns, 0.5 * o.min_ratio * float(lb["gap_ns"].median() or 0))
-        in_call = call["shift_ns"] >= f_call
-        in_gap = gap["shift_ns"] >= f_gap and gap["uniform"]
-        if not (in_call or in_gap):
-            return Outcome.clean(
-                f"per-launch cost moved {call['shift_ns']} ns in the call, {gap['shift_ns']} ns "
-                f"before it (thresholds {int(f_call)} / {int(f_gap)} ns)"
-            )
-        per = ctx.aligned_steps(lt.group_by("rank", "step").len("n"), "t").fill_null(0)
-        per = per.with_columns((pl.col("n") * gap["shift_ns"]).alias("g"))
-        cl = [claims(ctx.ledger, "launch_api", "d_launch_api")] if in_call else []
-        cl += [claims(per, "gap_launch", "g")] if in_gap else []
-        toll = call["shift_ns"] * in_call + gap["shift_ns"] * in_gap
-        where = " + ".join(w for w, on in ((CALL, in_call), (GAP, in_gap)) if on)
-        n = int(ex.per_step_median(lt, pl.len()))
+        apis = lt.select(ex.base_name())["name"].unique().to_list()
+        fits = {(a, c): ex.toll_fit(*(d.filter(ex.base_name() == a)[c] for d in (lb, lt)))
+                for a in apis for c in ("eff_ns", "gap_ns")}  # fmt: skip
+        found = {k: f for k, f in fits.items() if f["toll_ns"] >= self.options.min_toll_ns}
+        if not found:
+            return Outcome.clean(f"no additive per-launch cost (fits: {list(fits.values())})")
+        cl, where = [], []
+        for col, cat, label in (("eff_ns", "launch_api", CALL), ("gap_ns", "gap_launch", GAP)):
+            shift = ex.quantile_shift(lb[col], lt[col])["shift_ns"]
+            tolls = [max(f["toll_ns"], shift) for k, f in found.items() if k[1] == col]
+            if tolls:
+                per = ex.step_totals(ctx.pair.aligned, lb, lt, col)
+                cap = pl.min_horizontal(pl.col(f"d_{col}"), pl.col("n") * max(tolls)).alias("c")
+                cl.append(claims(per.with_columns(cap), cat, "c"))
+                where.append(label)
+        n, toll = int(ex.per_step_median(lt, pl.len())), max(f["toll_ns"] for f in found.values())
         graphs = int(ex.per_step_median(lt, ex.is_graph_launch().sum()))
         ev = {
             "launches_per_step": ex.both(lambda d: int(ex.per_step_median(d, pl.len())), lb, lt),
             "graph_launches_per_step": graphs,
             "per_launch_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), lb, lt),
             "pre_launch_gap_ns": ex.both(lambda d: ex.percentiles(d["gap_ns"]), lb, lt),
-            "toll_in_call": call,
-            "toll_in_gap": gap,
-            "toll_location": where,
-            "top_kernels": ex.top_list(
-                lt.filter(pl.col("gpu_name").is_not_null()),
-                "gpu_name",
-                launches=pl.len(),
-                median_call_ns=pl.col("eff_ns").median(),
-            ),
+            "fits": [{"api": k[0], "where": k[1][:3], **f} for k, f in fits.items()],
+            "host_slowdown": ctx.slowdown, "toll_location": " + ".join(where),
+            "top_kernels": ex.top_list(lt.filter(pl.col("gpu_name").is_not_null()), "gpu_name",
+                                       launches=pl.len(), median_call_ns=pl.col("eff_ns").median()),
             "published": "B200 3.45 -> 15.7 us per launch; H100 (ISPASS) 4.9 -> 10.0 us median",
-        }
-        conf = "high" if (call if in_call else gap)["uniform"] and n >= 20 else "medium"
-        summary = f"{n} launches/step pay ~{toll / 1e3:.1f} us more each ({where})"
+        }  # fmt: skip
+        conf = "high" if n >= 20 and ctx.slowdown["ratio"] < 1.2 else "medium"
+        summary = f"{n} launches/step, ~{toll / 1e3:.1f} us toll each ({' + '.join(where)})"
         return self.fired(pl.concat(cl), summary, ev, conf, launches=n, graphs=graphs)
 
     def _host_only(self, ctx: RuleContext) -> Outcome:
