@@ -168,3 +168,23 @@ def test_nested_annotations_are_not_steps(tmp_path):
     # assert
     assert trace.meta.step_marker == "outer"
     assert trace.steps.height == 2
+
+
+def test_steps_per_rank_in_a_folder_of_ranks(tmp_path):
+    # arrange: two ranks of one job (ProfilerStep#551-#552 on each)
+    import shutil
+
+    for r in (0, 1):
+        src = shared_path(*HTA, "trace_filter", f"sampled_rank-{r}.json.gz")
+        shutil.copy(src, tmp_path / src.name)
+    # act
+    trace = api.load_trace(tmp_path)
+    # assert: windows per rank; each rank's host events fall in its own windows
+    assert trace.steps.select("rank", "step").rows() == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    host = trace.events.filter(pl.col("device").is_null() & pl.col("step").is_not_null())
+    win = trace.steps.select(
+        "rank", "step", pl.col("start_ns").alias("w0"), pl.col("end_ns").alias("w1")
+    )
+    w = host.join(win, on=["rank", "step"])
+    assert w.height == host.height
+    assert ((w["start_ns"] >= w["w0"]) & (w["start_ns"] < w["w1"])).all()
