@@ -144,26 +144,32 @@ def is_host_copy() -> pl.Expr:
 # --------------------------------------------------------------------------- threads, windows
 
 
-def main_threads(ev: pl.DataFrame, *, host_only: bool = False) -> pl.DataFrame:
-    """The host thread issuing the launches on each rank: columns rank, pid, tid.
+def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.1) -> pl.DataFrame:
+    """The host threads that drive the GPU on each rank: columns rank, pid, tid.
 
-    The thread with the most kernel launches; without API calls (host-only traces), the
-    thread with the most cpu_ops.
+    Threads of the busiest process whose launch + copy + sync calls are at least ``share`` of the
+    busiest thread's (PyTorch's main thread and its autograd thread, say; not a watchdog that only
+    polls events). Their calls are laid on one timeline: the step's host critical path hands over
+    between them. Without API calls (host-only traces): the thread with the most cpu_ops.
     """
     api = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null())
     if host_only or api.height == 0:
         rows = ev.filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_not_null())
-        score = pl.len()
-    else:
-        rows = api
-        score = is_kernel_launch().sum() * 1_000_000 + pl.len()
-    return (
-        rows.group_by("rank", "pid", "tid")
-        .agg(score.alias("_score"))
-        .sort("rank", "_score", "pid", "tid", descending=[False, True, False, False])
-        .unique("rank", keep="first", maintain_order=True)
-        .select("rank", "pid", "tid")
+        top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
+        top = top.sort("rank", "_score", descending=[False, True])
+        return top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
+    work = api.with_columns(api_class().alias("cls")).filter(
+        pl.col("cls").is_in(["launch", "copy", "sync"])
     )
+    score = work.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
+    best = score.sort("rank", "_score", descending=[False, True]).unique(
+        "rank", keep="first", maintain_order=True
+    )
+    best = best.select("rank", pl.col("pid").alias("_pid"), pl.col("_score").alias("_best"))
+    keep = score.join(best, on="rank").filter(
+        (pl.col("pid") == pl.col("_pid")) & (pl.col("_score") >= share * pl.col("_best"))
+    )
+    return keep.select("rank", "pid", "tid").sort("rank", "tid")
 
 
 def assign_window(df: pl.DataFrame, windows: pl.DataFrame, col: str = "start_ns") -> pl.DataFrame:
