@@ -1,135 +1,35 @@
 """``.nsys-rep`` -> SQLite export (``nsys export``, a subprocess) -> the SQLite reader.
 
-A report is an Nsight Systems binary; only ``nsys`` can read it. ccdiag runs
-
-    nsys export --type sqlite --force-overwrite true --output <cache> <report>
-
-and reads the export with :mod:`ccdiag.parsers.nsys_sqlite`. ``nsys`` is found through the
-``NSYS`` environment variable (the binary, or the folder holding it) or on ``PATH``.
-
-The export is cached, keyed by the report's size and modification time: next to the report
-(``<stem>.ccdiag-<key>.sqlite``) when that folder is writable, else in
-``$XDG_CACHE_HOME/ccdiag`` (default ``~/.cache/ccdiag``). A second read of an unchanged report
-reuses the export; a rewritten report is exported again. The export is written to a temporary
-name and renamed when complete, so an interrupted export is never reused.
+A report is an Nsight Systems binary; only ``nsys`` can read it. The conversion, its cache and
+how ``nsys`` is found are in :mod:`ccdiag.parsers._nsys_export` (standard library only, so it
+also runs as a script on a GPU machine without ccdiag's dependencies); the export is read with
+:mod:`ccdiag.parsers.nsys_sqlite`. Without ``nsys`` (no ``NSYS`` variable, nothing on ``PATH``)
+reading a report is an input error that says how to export it where it was recorded.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
-import shutil
-import subprocess
-from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
-from ccdiag.parsers import nsys_sqlite
+from ccdiag.parsers import _nsys_export, nsys_sqlite
+from ccdiag.parsers._nsys_export import HOW_TO_EXPORT, Progress
 
 from ccdiag.errors import InputError
 from ccdiag.schema import Trace
 
-#: Called with each line nsys prints while exporting (progress bars included).
-Progress = Callable[[str], None]
-
-HOW_TO_EXPORT = (
-    "export it on the machine that recorded it with "
-    "`nsys export --type sqlite -o trace.sqlite trace.nsys-rep` and pass the .sqlite, "
-    "or set NSYS=/path/to/nsys"
-)
-
-
-def find_nsys() -> str | None:
-    """The ``nsys`` binary: ``$NSYS`` (a file, or a folder holding ``nsys``), else ``PATH``."""
-    env = os.environ.get("NSYS")
-    if env:
-        p = Path(env)
-        if p.is_dir():
-            p = p / "nsys"
-        return str(p) if p.is_file() and os.access(p, os.X_OK) else None
-    return shutil.which("nsys")
-
-
-def cache_dir() -> Path:
-    """Where exports go when the report's folder is not writable."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ccdiag"
-
-
-def _writable(folder: Path) -> bool:
-    return os.access(folder, os.W_OK | os.X_OK)
-
-
-def cached_export_path(rep: Path) -> Path:
-    """The export's path for this version of the report (it may not exist yet)."""
-    st = rep.stat()
-    key = f"{st.st_size}:{st.st_mtime_ns}"
-    if _writable(rep.parent):
-        digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-        return rep.parent / f"{rep.stem}.ccdiag-{digest}.sqlite"
-    digest = hashlib.sha1(f"{rep.resolve()}:{key}".encode()).hexdigest()[:12]
-    return cache_dir() / f"{rep.stem}.ccdiag-{digest}.sqlite"
-
-
-def _lines(stream: object, progress: Progress | None, tail: deque[str]) -> None:
-    """Forward nsys's output line by line (progress bars end in '\\r')."""
-    buf = b""
-    while chunk := stream.read1(4096):  # type: ignore[attr-defined]
-        buf += chunk
-        *done, buf = re.split(rb"[\r\n]", buf)
-        for raw in done:
-            line = raw.decode("utf-8", "replace").strip()
-            if line:
-                tail.append(line)
-                if progress is not None:
-                    progress(line)
-    last = buf.decode("utf-8", "replace").strip()
-    if last:
-        tail.append(last)
-        if progress is not None:
-            progress(last)
+__all__ = ["HOW_TO_EXPORT", "Progress", "export", "read"]
 
 
 def export(rep: str | Path, *, progress: Progress | None = None) -> Path:
-    """Convert a report to SQLite with ``nsys export`` (or reuse the cached export).
-
-    Args:
-        rep: the ``.nsys-rep`` file.
-        progress: called with each line nsys prints.
-
-    Returns:
-        The SQLite export.
+    """Convert a report to SQLite (or reuse the cached export); see ``_nsys_export.export``.
 
     Raises:
         InputError: no ``nsys``, or the export failed (with nsys's last line).
     """
-    rep = Path(rep)
-    out = cached_export_path(rep)
-    if out.is_file():
-        return out
-    nsys = find_nsys()
-    if nsys is None:
-        raise InputError(rep, f"cannot read a .nsys-rep without Nsight Systems: {HOW_TO_EXPORT}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f"{out.stem}.tmp-{os.getpid()}.sqlite")
-    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true"]
-    cmd += ["--output", str(tmp), str(rep)]
-    tail: deque[str] = deque(maxlen=5)
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        assert proc.stdout is not None
-        with proc.stdout:
-            _lines(proc.stdout, progress, tail)
-        code = proc.wait()
-    except OSError as exc:
-        raise InputError(rep, f"could not run {nsys}: {exc.strerror}; {HOW_TO_EXPORT}") from None
-    if code != 0 or not tmp.is_file():
-        tmp.unlink(missing_ok=True)
-        said = tail[-1] if tail else "no output"
-        raise InputError(rep, f"`nsys export` failed (exit status {code}): {said}")
-    os.replace(tmp, out)
-    return out
+        return _nsys_export.export(rep, progress=progress)
+    except _nsys_export.ExportError as err:
+        raise InputError(rep, str(err)) from None
 
 
 def read(path: str | Path, *, progress: Progress | None = None, **options: object) -> Trace:
@@ -144,8 +44,7 @@ def read(path: str | Path, *, progress: Progress | None = None, **options: objec
         The trace; ``meta.format`` is ``nsys_rep`` and names the report, not the export.
     """
     rep = Path(path)
-    sqlite = export(rep, progress=progress)
-    trace = nsys_sqlite.read(sqlite, **options)
+    trace = nsys_sqlite.read(export(rep, progress=progress), **options)
     trace.meta = trace.meta.model_copy(
         update={
             "source": rep.name,

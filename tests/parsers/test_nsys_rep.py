@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ccdiag.parsers import nsys_rep, nsys_sqlite
+from ccdiag.parsers import _nsys_export, nsys_rep, nsys_sqlite
 from nsys_fixtures import EAGER
 
 from ccdiag import parsers
@@ -140,7 +140,7 @@ def test_an_unwritable_report_folder_caches_in_the_user_cache(
     script, _ = _fake_nsys(tmp_path / "bin")
     monkeypatch.setenv("NSYS", str(script))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(nsys_rep, "_writable", lambda folder: False)
+    monkeypatch.setattr(_nsys_export, "_writable", lambda folder: False)
     # act
     nsys_rep.read(rep)
     # assert
@@ -193,3 +193,26 @@ def test_nsys_that_cannot_run_is_an_input_error(
     # assert
     assert "could not run" in err.value.line()
     assert os.path.basename(str(bad)) in err.value.line()
+
+
+def test_the_export_module_runs_as_a_script_without_ccdiag_or_polars(
+    rep: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So a GPU box with nsys but without ccdiag's dependencies can use the same code."""
+    # arrange
+    import subprocess
+
+    script, calls = _fake_nsys(tmp_path / "bin")
+    monkeypatch.setenv("NSYS", str(script))
+    code = (
+        "import runpy, sys; sys.modules.update(polars=None, ccdiag=None); "
+        f"sys.argv = ['_nsys_export.py', {str(rep)!r}]; "
+        f"runpy.run_path({_nsys_export.__file__!r}, run_name='__main__')"
+    )
+    # act
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # assert
+    assert res.returncode == 0, res.stderr
+    out = Path(res.stdout.strip())
+    assert out.parent == rep.parent and out.name.startswith("run.ccdiag-") and out.is_file()
+    assert "100% out.sqlite" in res.stderr and _calls(calls) == 1
