@@ -1,0 +1,180 @@
+"""One aligned step of both runs as compact event lists (``api.step_timeline``).
+
+Lanes, top to bottom: the host threads' top-level ops, the main thread's CUDA API calls, the
+host gaps before kernel launches, then per GPU stream its kernels, copies, collectives and UVM
+activity. Each event carries the mechanism whose time it is (or ``None``):
+
+- launch API calls and the host gaps before launches: ``launch_toll``
+- copy API calls that covered their transfer: ``blocked_non_blocking`` for ``*Async`` calls,
+  else ``serialized_copies``; host-crossing GPU copies: ``serialized_copies``
+- sync API calls: ``sync_stall``; collectives: ``encrypted_collectives``; UVM: ``uvm_migration``
+
+Times are ns from the step's start on that run's host timeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ccdiag.errors import InputError
+from ccdiag.pairing import Pair, Side
+from ccdiag.rules import _expr as ex
+from ccdiag.rules._base import RuleContext
+
+NAME_CHARS = 160
+_GPU_LANE = {"kernel": "kernels", "copy": "copies", "collective": "collectives", "uvm": "UVM"}
+_GPU_MECH = {"collective": "encrypted_collectives", "uvm": "uvm_migration"}
+
+
+def _frame(lane: pl.Expr, mech: pl.Expr, start: pl.Expr, dur: pl.Expr) -> dict[str, pl.Expr]:
+    return {
+        "lane": lane,
+        "start_ns": start.cast(pl.Int64),
+        "dur_ns": dur.cast(pl.Int64),
+        "name": pl.col("name").cast(pl.String).str.slice(0, NAME_CHARS),
+        "mechanism": mech,
+    }
+
+
+def _host_ops(side: Side, rank: int, w0: int, w1: int) -> pl.DataFrame:
+    """Top-level cpu_ops of every host thread of the rank (nested ops left out)."""
+    ev = side.trace.events.filter(
+        (pl.col("rank") == rank)
+        & (pl.col("kind") == "cpu_op")
+        & (pl.col("start_ns") < w1)
+        & (pl.col("start_ns") + pl.col("dur_ns") > w0)
+    ).sort("tid", "start_ns")
+    end = pl.col("start_ns") + pl.col("dur_ns")
+    top = ev.filter((pl.col("start_ns") >= end.cum_max().shift(1).over("tid")).fill_null(True))
+    main = set(side.threads.filter(pl.col("rank") == rank)["tid"].to_list())
+    lane = pl.format("host thread {}: ops", pl.col("tid"))
+    lane = pl.when(pl.col("tid").is_in(list(main))).then(pl.lit("main thread: ops")).otherwise(lane)
+    return top.select(
+        **_frame(lane, pl.lit(None, pl.String), pl.col("start_ns") - w0, pl.col("dur_ns"))
+    )
+
+
+def _api(calls: pl.DataFrame, step: int, rank: int, w0: int) -> pl.DataFrame:
+    c = calls.filter((pl.col("rank") == rank) & (pl.col("step") == step))
+    if c.height == 0 or "gap_ns" not in c.columns:
+        return pl.DataFrame()
+    host_only = "blocking" not in c.columns  # op_calls rows (CC 'on' traces): cpu_ops
+    blocked = pl.lit(True) if host_only else pl.col("blocking").fill_null(False)
+    cls = pl.col("cls").str.replace("^op_", "")
+    mech = (
+        pl.when(cls == "launch")
+        .then(pl.lit("launch_toll"))
+        .when(
+            (cls == "copy_async")
+            | ((cls == "copy") & blocked & pl.col("name").str.contains("Async"))
+        )
+        .then(pl.lit("blocked_non_blocking"))
+        .when((cls == "copy") & blocked)
+        .then(pl.lit("serialized_copies"))
+        .when(cls == "sync")
+        .then(pl.lit("sync_stall"))
+        .otherwise(pl.lit(None, pl.String))
+    )
+    lane_api = "main thread: ops by class" if host_only else "main thread: CUDA API"
+    api = c.select(**_frame(pl.lit(lane_api), mech, pl.col("eff_start") - w0, pl.col("eff_ns")))
+    gaps = c.filter((cls == "launch") & (pl.col("gap_ns") > 0)).select(
+        **_frame(
+            pl.lit("main thread: gap before launch"),
+            pl.lit("launch_toll"),
+            pl.col("eff_start") - pl.col("gap_ns") - w0,
+            pl.col("gap_ns"),
+        )
+    )
+    return pl.concat([api, gaps])
+
+
+def _gpu(side: Side, step: int, rank: int, w0: int) -> pl.DataFrame:
+    g = side.gpu.filter((pl.col("rank") == rank) & (pl.col("step") == step))
+    if g.height == 0:
+        return pl.DataFrame()
+    what = pl.col("gclass").replace_strict(_GPU_LANE, default="kernels")
+    dev = pl.col("device").fill_null(0)
+    lane = (
+        pl.when(pl.col("stream").is_null())
+        .then(pl.format("GPU {}: {}", dev, what))
+        .otherwise(pl.format("GPU {} stream {}: {}", dev, pl.col("stream"), what))
+    )
+    mech = (
+        pl.when((pl.col("gclass") == "copy") & ex.is_host_copy())
+        .then(pl.lit("serialized_copies"))
+        .otherwise(pl.col("gclass").replace_strict(_GPU_MECH, default=None))
+    )
+    return g.select(**_frame(lane, mech, pl.col("start_ns") - w0, pl.col("dur_ns")))
+
+
+def _side(ctx: RuleContext, which: str, step: int, rank: int, cap: int) -> dict[str, Any]:
+    side = ctx.pair.baseline if which == "baseline" else ctx.pair.treatment
+    w = side.windows.filter((pl.col("rank") == rank) & (pl.col("step") == step))
+    w0, w1 = w["start_ns"][0], w["end_ns"][0]
+    calls = ctx.calls_b if which == "baseline" else ctx.calls_t
+    parts = [_host_ops(side, rank, w0, w1), _api(calls, step, rank, w0), _gpu(side, step, rank, w0)]
+    ev = pl.concat([p for p in parts if p.height], how="vertical_relaxed")
+    ev = ev.filter(pl.col("dur_ns") > 0)
+    n = ev.height
+    if n > cap:  # keep the longest events: they carry the step's time
+        ev = ev.sort("dur_ns", descending=True).head(cap)
+    ev = ev.sort("lane", "start_ns")
+    return {
+        "step": int(step),
+        "step_ns": int(w1 - w0),
+        "n_events": n,
+        "truncated": max(n - cap, 0),
+        "events": {c: ev[c].to_list() for c in ev.columns},
+    }
+
+
+def step_timeline(
+    pair: Pair, step_index: int, *, rank: int | None = None, max_events: int = 4000
+) -> dict[str, Any]:
+    """Events of one aligned step of both runs, laid out in lanes, as JSON-ready lists.
+
+    Args:
+        pair: the aligned pair.
+        step_index: index of the aligned step (0 .. ``len(pair.aligned)`` of the rank - 1).
+        rank: the rank to show; the first rank when None.
+        max_events: cap per run (the shortest events are left out first; ``truncated`` counts).
+
+    Returns:
+        ``{"rank", "index", "n_steps", "lanes", "baseline", "treatment"}``; each run has
+        ``step``, ``step_ns``, ``n_events``, ``truncated`` and ``events`` (lists ``lane``,
+        ``start_ns``, ``dur_ns``, ``name``, ``mechanism``).
+
+    Raises:
+        InputError: no such rank or step.
+    """
+    ranks = pair.aligned["rank"].unique().sort().to_list()
+    rank = ranks[0] if rank is None else rank
+    rows = pair.aligned.filter(pl.col("rank") == rank).sort("idx")
+    if rank not in ranks or not 0 <= step_index < rows.height:
+        raise InputError("timeline", f"no aligned step {step_index} on rank {rank}")
+    row = rows.row(step_index, named=True)
+    ctx = RuleContext(pair)
+    out = {
+        "rank": int(rank),
+        "index": int(step_index),
+        "n_steps": rows.height,
+        "baseline": _side(ctx, "baseline", row["b_step"], rank, max_events),
+        "treatment": _side(ctx, "treatment", row["t_step"], rank, max_events),
+    }
+    lanes = set(out["baseline"]["events"].get("lane", [])) | set(
+        out["treatment"]["events"].get("lane", [])
+    )
+    out["lanes"] = sorted(lanes, key=_lane_order)
+    return out
+
+
+def _lane_order(lane: str) -> tuple[int, str]:
+    if lane.startswith("main thread: ops"):
+        return (0, lane)
+    if lane.startswith("host thread"):
+        return (1, lane)
+    if lane.startswith("main thread"):
+        return (2 if "API" in lane else 3, lane)
+    return (4, lane)
