@@ -117,7 +117,7 @@ def table_parts(
         sqlite3.DatabaseError: the file is corrupt (also when a worker found it so).
     """
     parts = [(q, lo, hi) for q in queries for lo, hi in _split(con, q.table)]
-    total = sum((hi - lo + 1) if lo is not None else 0 for _, lo, hi in parts)
+    total = sum(_size(lo, hi) for _, lo, hi in parts)
     n_workers = default_workers() if workers is None else workers
     out: dict[str, list[Loader]] = {q.table: [] for q in queries}
     if n_workers <= 1 or total < PARALLEL_MIN_ROWS:
@@ -127,8 +127,8 @@ def table_parts(
         return
     with tempfile.TemporaryDirectory(prefix="ccdiag-fetch-") as tmp:
         files = [Path(tmp) / f"part{i}.arrow" for i in range(len(parts))]
-        sizes = [(hi - lo + 1) if lo is not None else 0 for _, lo, hi in parts]
-        jobs = [
+        sizes = [_size(lo, hi) for _, lo, hi in parts]
+        jobs: list[dict[str, object]] = [
             {
                 "sql": q.sql(lo, hi),
                 "schema": {k: str(v) for k, v in q.schema.items()},
@@ -144,6 +144,10 @@ def table_parts(
 
 def _dtype_names(schema: Mapping[str, pl.DataType]) -> dict[str, str]:
     return {k: str(v) for k, v in schema.items()}
+
+
+def _size(lo: int | None, hi: int | None) -> int:
+    return 0 if lo is None or hi is None else hi - lo + 1
 
 
 def _split(con: sqlite3.Connection, table: str) -> list[tuple[int | None, int | None]]:

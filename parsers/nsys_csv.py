@@ -388,22 +388,7 @@ def read(path: str | Path, *, rank: int | None = None, **_options: object) -> Tr
         )
     skipped: dict[str, int] = {}
     warnings: list[str] = []
-    api = read_api(s.files["api_trace"], skipped) if "api_trace" in s.files else None
-    frames = [api] if api is not None else []
-    gpu_names = pl.DataFrame(schema={"device": _I64, "gpu_name": pl.String})
-    if "gpu_trace" in s.files:
-        gpu, warning = attach_pids(read_gpu(s.files["gpu_trace"], skipped), api)
-        gpu_names = gpu.select("device", "gpu_name")
-        frames.append(gpu)
-        warnings += [warning] if warning else []
-    if api is None:
-        warnings.append(f"{s.name}: no cuda_api_trace report: GPU activity only, no host API calls")
-    if "gpu_trace" not in s.files:
-        warnings.append(
-            f"{s.name}: no cuda_gpu_trace report: host API calls only; kernel and copy times "
-            "are unknown"
-        )
-    events = pl.concat([conform(f) for f in frames], how="vertical")
+    events, gpu_names = _events(s, skipped, warnings)
     extra: dict[str, str] = {"nsys_stats_reports": ",".join(sorted(s.files))}
     for kind in ("api_sum", "kern_sum"):
         if kind in s.files:
@@ -430,3 +415,25 @@ def read(path: str | Path, *, rank: int | None = None, **_options: object) -> Tr
             **_meta(s, events, gpu_names),  # type: ignore[arg-type]
         ),
     )
+
+
+def _events(
+    s: CsvSet, skipped: dict[str, int], warnings: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The set's API and GPU rows in the event schema, and each device's GPU name."""
+    api = read_api(s.files["api_trace"], skipped) if "api_trace" in s.files else None
+    frames = [api] if api is not None else []
+    gpu_names = pl.DataFrame(schema={"device": _I64, "gpu_name": pl.String})
+    if "gpu_trace" in s.files:
+        gpu, warning = attach_pids(read_gpu(s.files["gpu_trace"], skipped), api)
+        gpu_names = gpu.select("device", "gpu_name")
+        frames.append(gpu)
+        warnings += [warning] if warning else []
+    if api is None:
+        warnings.append(f"{s.name}: no cuda_api_trace report: GPU activity only, no host API calls")
+    if "gpu_trace" not in s.files:
+        warnings.append(
+            f"{s.name}: no cuda_gpu_trace report: host API calls only; kernel and copy times "
+            "are unknown"
+        )
+    return pl.concat([conform(f) for f in frames], how="vertical"), gpu_names

@@ -46,6 +46,7 @@ from ccdiag.parsers import _nsys_meta
 from ccdiag.parsers import _sqlite_fetch as fetcher
 
 from ccdiag.errors import InputError
+from ccdiag.progress import Progress
 from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, validate_events
 
 # --------------------------------------------------------------------------------------------
@@ -355,6 +356,9 @@ class _Ctx:
     parts: dict[str, list[fetcher.Loader]]
     skipped: dict[str, int] = field(default_factory=dict)
     contexts: list[pl.DataFrame] = field(default_factory=list)
+    progress: Progress | None = None
+    task: str = ""
+    parts_done: int = 0
 
     def gpu_rows(self, raw: pl.DataFrame) -> pl.DataFrame:
         """Common GPU columns; remembers which device each (process, context) ran on."""
@@ -388,7 +392,15 @@ class _Ctx:
             if launches is not None:
                 df = mark_graph_launched(df, launches)
             out.append(conform(df))
+            self.tick()
         return _concat(out)
+
+    def tick(self) -> None:
+        """One table part read: report progress (parts read so far, of all parts)."""
+        self.parts_done += 1
+        if self.progress is not None:
+            total = sum(len(v) for v in self.parts.values())
+            self.progress(self.task, min(self.parts_done, total), total)
 
     def names(self, df: pl.DataFrame, id_col: str, *extra: str) -> pl.DataFrame:
         """Join ``name`` (and per-string flags) from StringIds; ``(unknown)`` when absent."""
@@ -584,8 +596,8 @@ def nvtx_domains(db: NsysDb) -> pl.DataFrame:
         "GROUP BY 1, 2"
     )
     df = fetcher.fetch(db.con, sql, schema)
-    fallback = pl.when(pl.col("nccl") == 1).then(pl.lit("NCCL"))
-    fallback = fallback.otherwise(pl.format("domain {}", pl.col("domainId")))
+    unnamed = pl.format("domain {}", pl.col("domainId"))
+    fallback = pl.when(pl.col("nccl") == 1).then(pl.lit("NCCL")).otherwise(unnamed)
     return df.select("pid", "domainId", pl.coalesce("created", fallback).alias("domain"))
 
 
@@ -724,7 +736,7 @@ def _graph_keys(df: pl.DataFrame | None) -> pl.Series:
 
 
 def read_events(
-    db: NsysDb, workers: int | None = None
+    db: NsysDb, workers: int | None = None, progress: Progress | None = None
 ) -> tuple[pl.DataFrame, dict[str, int], list[str]]:
     """Every event of the export in the event schema (not yet validated, rank 0).
 
@@ -737,7 +749,7 @@ def read_events(
     """
     absent = check_tables(db)
     with fetcher.table_parts(db.path, db.con, build_queries(db), workers) as parts:
-        ctx = _Ctx(db, load_strings(db), parts)
+        ctx = _Ctx(db, load_strings(db), parts, progress=progress, task=f"reading {db.path.name}")
         runtime = ctx.each("CUPTI_ACTIVITY_KIND_RUNTIME", read_runtime)
         assert runtime is not None  # required: check_tables raised otherwise
         launches = _graph_keys(runtime)
@@ -768,7 +780,12 @@ def read_events(
 
 
 def read(
-    path: str | Path, *, rank: int | None = None, workers: int | None = None, **_options: object
+    path: str | Path,
+    *,
+    rank: int | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    **_options: object,
 ) -> Trace:
     """Read an Nsight Systems SQLite export.
 
@@ -780,6 +797,7 @@ def read(
             it used.
         workers: processes that read a big file's tables in parallel (None: one per CPU,
             at most 4; 1: none). Small files are always read in this process.
+        progress: called once per table part read, with parts read so far and in all.
         **_options: options meant for other readers, ignored.
 
     Returns:
@@ -788,7 +806,7 @@ def read(
     p = Path(path)
     db = NsysDb(p)
     try:
-        events, skipped, absent = read_events(db, workers)
+        events, skipped, absent = read_events(db, workers, progress)
         used = set(events["device"].drop_nulls().unique().to_list())
         fields = _nsys_meta.read_meta(db.con, db.columns, used)
     except sqlite3.DatabaseError as exc:
@@ -800,31 +818,31 @@ def read(
         rank = env_rank  # one rank profiled on its own: its RANK environment variable
     events, ranks, rank_warning = assign_ranks(events, rank)
     events = validate_events(events)
-    host_only = not used
-    warnings = fields.pop("warnings")
-    if host_only:
-        warnings.append(NEED_BY_TABLE["CUPTI_ACTIVITY_KIND_KERNEL"].missing)
-    if rank_warning:
-        warnings.append(rank_warning)
-    if fields.get("cc_mode") == "on" and not host_only:
-        fields["cc_mode"] = "devtools"  # CC 'on' blocks GPU tracing; GPU rows mean devtools
+    fields["warnings"] += [rank_warning] if rank_warning else []
     if absent:
         fields["extra"]["nsys_tables_absent"] = ",".join(absent)
-    return Trace(
-        events=events,
-        meta=TraceMeta(
-            source=p.name,
-            format="nsys_sqlite",
-            profiler="nsys",
-            files=[p.name],
-            size_bytes=p.stat().st_size,
-            host_only=host_only,
-            n_events=events.height,
-            skipped=skipped,
-            warnings=warnings,
-            rank=rank,
-            ranks=ranks,
-            world_size=len(ranks) if len(ranks) > 1 else env_size,
-            **fields,
-        ),
+    meta = _meta(p, events, fields, skipped, host_only=not used)
+    meta.rank, meta.ranks = rank, ranks
+    meta.world_size = len(ranks) if len(ranks) > 1 else env_size
+    return Trace(events=events, meta=meta)
+
+
+def _meta(
+    p: Path, events: pl.DataFrame, fields: dict, skipped: dict[str, int], *, host_only: bool
+) -> TraceMeta:
+    """The trace's metadata: the file, the counts, and what ``_nsys_meta`` read."""
+    if host_only:
+        fields["warnings"].append(NEED_BY_TABLE["CUPTI_ACTIVITY_KIND_KERNEL"].missing)
+    if fields.get("cc_mode") == "on" and not host_only:
+        fields["cc_mode"] = "devtools"  # CC 'on' blocks GPU tracing: GPU rows mean devtools
+    return TraceMeta(
+        source=p.name,
+        format="nsys_sqlite",
+        profiler="nsys",
+        files=[p.name],
+        size_bytes=p.stat().st_size,
+        host_only=host_only,
+        n_events=events.height,
+        skipped=skipped,
+        **fields,
     )
