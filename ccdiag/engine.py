@@ -214,26 +214,49 @@ def _ledger_rows(ctx: RuleContext, keep: np.ndarray) -> tuple[list[LedgerRow], l
 
 
 def _confidence(f: Finding, pair: Pair) -> str:
-    if pair.mode == "host_only" or not pair.step_times.significant:
+    """The rule's confidence, lowered for host-only evidence and for deltas within the noise
+    (single-step pairs keep the rule's: their per-event evidence is stronger than the assumed CI)."""
+    if pair.mode == "host_only" or (
+        not pair.step_times.significant and pair.step_times.n_steps >= 3
+    ):
         return "low"
     return f.confidence
+
+
+def _fmt(ns: float) -> str:
+    a = abs(ns)
+    return (
+        f"{ns / 1e9:.2f} s"
+        if a >= 1e9
+        else f"{ns / 1e6:.2f} ms"
+        if a >= 1e6
+        else f"{ns / 1e3:.1f} us"
+    )
 
 
 def _verdict(total: int, atts: list[Attribution], pair: Pair, steady: int) -> str:
     st = pair.step_times
     if not st.significant:
-        return (
-            f"no significant slowdown: delta {st.delta / 1e3:.1f} us/step is within the noise "
-            f"(95% CI {st.delta_ci95[0] / 1e3:.1f}..{st.delta_ci95[1] / 1e3:.1f} us)"
+        line = (
+            f"no significant slowdown: delta {_fmt(st.delta)}/step is within the noise "
+            f"(95% CI {_fmt(st.delta_ci95[0])}..{_fmt(st.delta_ci95[1])})"
         )
-    head = f"treatment is {st.ratio:.2f}x the baseline (+{total / 1e3:.1f} us/step)"
+        sure = [
+            a for a in atts if a.confidence == "high" and a.ns_per_step > 0.05 * abs(st.baseline)
+        ]
+        if pair.whole_program and sure:
+            line += "; per-event evidence: " + ", ".join(
+                f"{a.mechanism} +{_fmt(a.ns_per_step)}" for a in sure
+            )
+        return line
+    head = f"treatment is {st.ratio:.2f}x the baseline (+{_fmt(total)}/step)"
     ranked = [a for a in atts if a.ns_per_step > 0]
     if not ranked:
         return head + "; no mechanism explains it"
     top = ", ".join(f"{a.mechanism} {a.share:.0%}" for a in ranked[:3])
     if pair.whole_program and any(a.mechanism == "one_time_setup" for a in ranked):
         steady_top = [a for a in ranked if a.mechanism != "one_time_setup"][:1]
-        tail = f"; steady state +{steady / 1e3:.1f} us" + (
+        tail = f"; steady state +{_fmt(steady)}" + (
             f", led by {steady_top[0].mechanism}" if steady_top else ""
         )
         return head + f": {top}{tail}"

@@ -102,9 +102,10 @@ class RuleContext:
     def __init__(self, pair: Pair) -> None:
         self.pair = pair
         self.host_only = pair.mode == "host_only"
-        self.host_categories = ex.OP_CATEGORIES if self.host_only else ex.HOST_CATEGORIES
+        self.op_mode = pair.op_mode  # host-only with cpu_ops only: the ledger is made of ops
+        self.host_categories = ex.OP_CATEGORIES if self.op_mode else ex.HOST_CATEGORIES
         self.categories = (
-            self.host_categories if self.host_only else ex.HOST_CATEGORIES + ex.GPU_CATEGORIES
+            self.host_categories if self.op_mode else ex.HOST_CATEGORIES + ex.GPU_CATEGORIES
         )
 
     @cached_property
@@ -113,9 +114,9 @@ class RuleContext:
         return ex.launching_op_names(b.trace.events, b.windows, b.threads)
 
     def _calls(self, s: Side) -> pl.DataFrame:
-        if self.host_only:
+        if self.op_mode:
             return ex.op_calls(s.trace.events, s.windows, s.threads, self._launching_ops)
-        return ex.host_calls(s.trace.events, s.windows, s.threads)
+        return ex.host_calls(s.trace.events, s.windows, s.threads, self.pair.whole_program)
 
     @cached_property
     def calls_b(self) -> pl.DataFrame:
@@ -138,7 +139,7 @@ class RuleContext:
         def side(s: Side, p: str) -> pl.DataFrame:
             calls = self.calls_b if p == "b" else self.calls_t
             win = self.crit_b if p == "b" else self.crit_t
-            led = ex.ledger(calls, s.gpu, s.windows, win, self.host_only)
+            led = ex.ledger(calls, s.gpu, s.windows, win, self.op_mode)
             return self.aligned_steps(led, p).rename({c: f"{p}_{c}" for c in cols})
 
         j = (
@@ -202,11 +203,11 @@ class RuleContext:
 
     @cached_property
     def copies_b(self) -> pl.DataFrame:
-        return ex.copy_table(self.calls_b) if not self.host_only else self.calls_b.clear()
+        return ex.copy_table(self.calls_b) if not self.op_mode else self.calls_b.clear()
 
     @cached_property
     def copies_t(self) -> pl.DataFrame:
-        return ex.copy_table(self.calls_t) if not self.host_only else self.calls_t.clear()
+        return ex.copy_table(self.calls_t) if not self.op_mode else self.calls_t.clear()
 
     def kinds(self, side: str) -> set[str]:
         s = self.pair.baseline if side == "b" else self.pair.treatment

@@ -261,17 +261,29 @@ def _extend_copies(ev: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
     ).drop("_op_end")
 
 
-def host_calls(ev: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+def host_calls(
+    ev: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame, whole_program: bool = False
+) -> pl.DataFrame:
     """Main-thread API calls in step windows, one row each, with their ledger contribution.
 
     Columns: rank, step, w_start, w_end, name, cls, start_ns, end_ns, eff_ns, gap_ns, the GPU
     row it launched (gpu_start, gpu_dur, gpu_name, bytes, copy_kind, stream, stream_free_ns),
-    and per-category ns (``c_<category>``) for the call and the gap before it.
+    and per-category ns (``c_<category>``) for the call and the gap before it. In a
+    whole-program trace the process's first CUDA runtime call is ``setup`` whatever its name: the
+    runtime creates the context lazily inside it.
     """
     api = ev.filter(pl.col("kind").is_in(API_KINDS)).join(threads, on=["rank", "pid", "tid"])
     api = api.select(
-        "rank", "pid", "name", "start_ns", "dur_ns", "correlation", "external_id"
+        "rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id"
     ).with_columns(api_class().alias("cls"))
+    if (
+        whole_program
+    ):  # the first runtime call (driver probes such as cuModuleGetLoadingMode precede it)
+        rt_start = pl.when(pl.col("kind") == "runtime").then(pl.col("start_ns"))
+        first = pl.col("start_ns") == rt_start.min().over("rank", "pid")
+        api = api.with_columns(
+            pl.when(first).then(pl.lit("setup")).otherwise(pl.col("cls")).alias("cls")
+        )
     api = _extend_copies(ev, api)
     rows = _with_coverage(assign_window(api, windows))
     gpu = _stream_free(ev).unique(["pid", "correlation"], keep="first")
@@ -584,7 +596,9 @@ def window_classes(windows: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
         "rank",
         "step",
         "cat",
-        (busy * pl.col("ov") / pl.max_horizontal("tot", 1)).cast(pl.Float64).alias("ns"),
+        (busy.cast(pl.Float64) * pl.col("ov").cast(pl.Float64) / pl.max_horizontal("tot", 1))
+        .cast(pl.Float64)
+        .alias("ns"),
     )
     return pl.concat([share, idle])
 

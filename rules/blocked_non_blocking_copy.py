@@ -66,7 +66,7 @@ class BlockedNonBlockingCopy(Rule):
         min_blocked_ns: int = opt(5000, "Smallest growth of host time blocked in async copy calls.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.host_only:
+        if ctx.op_mode:
             return self._host_only(ctx)
         cb, ct = ctx.copies_b, ctx.copies_t
         if ct.height == 0:

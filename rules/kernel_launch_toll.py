@@ -69,7 +69,7 @@ class KernelLaunchToll(Rule):
         min_toll_ns: int = opt(700, "Smallest fitted additive cost per launch (ns) called a toll.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.host_only:
+        if ctx.op_mode:
             return self._host_only(ctx)
         lb, lt = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
         if lb.height == 0 or lt.height == 0:

@@ -65,7 +65,7 @@ class SerializedCopies(Rule):
         small_bytes: int = opt(65536, "Copies below this many bytes are batching candidates.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.host_only:
+        if ctx.op_mode:
             d = float(ctx.ledger["d_op_copy"].median() or 0)
             if d < self.options.min_growth_ns:
                 return Outcome.clean("blocking copy ops did not grow")
