@@ -64,6 +64,7 @@ from ccdiag.parsers._chunked_json import ArrayChunks
 
 from ccdiag import apis
 from ccdiag.errors import InputError
+from ccdiag.progress import Progress, uncompressed_size
 from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, validate_events
 
 MAP_FILE = Path(__file__).with_name("kineto_args_v1.yaml")
@@ -194,13 +195,20 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read(path: str | Path, *, python_functions: bool = False, chunk_bytes: int = 8 << 20) -> Trace:
+def read(
+    path: str | Path,
+    *,
+    python_functions: bool = False,
+    chunk_bytes: int = 8 << 20,
+    progress: Progress | None = None,
+) -> Trace:
     """Read a Kineto trace (``.json`` or ``.json.gz``) into the event schema.
 
     Args:
         path: the trace file.
         python_functions: keep ``python_function`` events (kind ``python``) instead of skipping.
         chunk_bytes: size of one chunk of JSON text decoded at a time (memory vs. speed).
+        progress: called once per chunk with the bytes of JSON text read so far and in all.
 
     Returns:
         The trace; ``steps`` is empty until ``ccdiag.steps.assign_steps``.
@@ -212,7 +220,10 @@ def read(path: str | Path, *, python_functions: bool = False, chunk_bytes: int =
     reader = _Reader(p, load_map(), python_functions)
     chunks = ArrayChunks(p, "traceEvents", chunk_bytes)
     with _gc_paused():
-        frames = list(chunks.map(reader.decode, reader.chunk))
+        if progress is None:
+            frames = list(chunks.map(reader.decode, reader.chunk))
+        else:
+            frames = _with_progress(chunks, reader, progress, f"reading {p.name}")
     doc = chunks.meta
     if reader.total == 0:
         raise InputError(p, "traceEvents is empty: the trace holds no events")
@@ -225,6 +236,19 @@ def read(path: str | Path, *, python_functions: bool = False, chunk_bytes: int =
     meta.host_only = events.filter(pl.col("device").is_not_null()).is_empty()
     meta.gpu, meta.gpus = _gpu_names(doc, events)
     return Trace(events=validate_events(events), meta=meta)
+
+
+def _with_progress(
+    chunks: ArrayChunks, reader: _Reader, progress: Progress, task: str
+) -> list[pl.DataFrame]:
+    total = uncompressed_size(chunks.path)
+    progress(task, 0, total)
+    frames = []
+    for frame in chunks.map(reader.decode, reader.chunk):
+        frames.append(frame)
+        progress(task, min(chunks.total_bytes, total), total)
+    progress(task, total, total)
+    return frames
 
 
 class _Reader:
