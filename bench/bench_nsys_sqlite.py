@@ -9,7 +9,8 @@ bench/data/big_*.sqlite. ``--make-big N`` builds an export of about N MB by dupl
 event rows of the real H200 eager-decode export (times shifted by whole copies of the
 capture, correlation ids shifted so that every copy joins to itself).
 
-Each measurement runs in a fresh process and reports wall seconds and peak RSS (MB):
+Each measurement runs in a fresh process and reports wall seconds and peak RSS (MB) of that
+process, and of the largest worker process when the reader started some:
 - ``anchor: fetch``  -- sqlite3 only: SELECT the same columns of the event tables and fetch
   every row into Python tuples (the floor for any reader built on the sqlite3 module);
 - ``ccdiag``         -- ``ccdiag.parsers.nsys_sqlite.read`` (typed, validated event frame).
@@ -108,7 +109,9 @@ def _child(mode: str, path: str) -> None:
         n = nsys_sqlite.read(path).events.height
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"rows": n, "seconds": round(wall, 2), "peak_mb": round(rss)}))
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    out = {"rows": n, "seconds": round(wall, 2), "peak_mb": round(rss)}
+    print(json.dumps(out | {"worker_peak_mb": round(workers)}))
 
 
 def measure(path: Path) -> None:
@@ -122,9 +125,10 @@ def measure(path: Path) -> None:
             check=True,
         )
         r = json.loads(res.stdout.strip().splitlines()[-1])
+        workers = f" (+{r['worker_peak_mb']} MB per worker)" if r["worker_peak_mb"] else ""
         print(
             f"{path.name:40s} {size:8.1f} MB  {label:14s} {r['rows']:>11,d} rows  "
-            f"{r['seconds']:7.2f} s  {r['peak_mb']:6d} MB peak"
+            f"{r['seconds']:7.2f} s  {r['peak_mb']:6d} MB peak{workers}"
         )
 
 

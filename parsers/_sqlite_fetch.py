@@ -102,7 +102,8 @@ def table_parts(
 
     Loading part by part keeps memory bounded: a caller turns each part into its final form
     and drops it before loading the next. Big files are read by ``workers`` processes first
-    (parts wait in a temporary folder, deleted on exit); small ones part by part in this one.
+    (parts wait in a temporary folder, deleted on exit); small ones part by part in this one,
+    and so are big ones when the workers cannot run (no room for the parts, a worker killed).
 
     Args:
         path: the database file (workers open their own connections).
@@ -120,26 +121,28 @@ def table_parts(
     total = sum(_size(lo, hi) for _, lo, hi in parts)
     n_workers = default_workers() if workers is None else workers
     out: dict[str, list[Loader]] = {q.table: [] for q in queries}
-    if n_workers <= 1 or total < PARALLEL_MIN_ROWS:
-        for q, lo, hi in parts:
-            out[q.table].append(functools.partial(fetch, con, q.sql(lo, hi), q.schema))
-        yield out
-        return
     with tempfile.TemporaryDirectory(prefix="ccdiag-fetch-") as tmp:
         files = [Path(tmp) / f"part{i}.arrow" for i in range(len(parts))]
-        sizes = [_size(lo, hi) for _, lo, hi in parts]
-        jobs: list[dict[str, object]] = [
-            {
-                "sql": q.sql(lo, hi),
-                "schema": {k: str(v) for k, v in q.schema.items()},
-                "out": str(f),
-            }
-            for (q, lo, hi), f in zip(parts, files)
-        ]
-        _run_workers(path, jobs, sizes, n_workers)
-        for (q, _, _), f in zip(parts, files):
-            out[q.table].append(functools.partial(_load_and_delete, f))
+        parallel = n_workers > 1 and total >= PARALLEL_MIN_ROWS
+        if parallel:
+            jobs: list[dict[str, object]] = [
+                {"sql": q.sql(lo, hi), "schema": _dtype_names(q.schema), "out": str(f)}
+                for (q, lo, hi), f in zip(parts, files)
+            ]
+            try:
+                _run_workers(path, jobs, [_size(lo, hi) for _, lo, hi in parts], n_workers)
+            except (OSError, WorkerError):
+                parallel = False  # no room for the parts, or a worker died: read in-process
+        for (q, lo, hi), f in zip(parts, files):
+            if parallel:
+                out[q.table].append(functools.partial(_load_and_delete, f))
+            else:
+                out[q.table].append(functools.partial(fetch, con, q.sql(lo, hi), q.schema))
         yield out
+
+
+class WorkerError(Exception):
+    """A worker process died for another reason than the database (killed, out of memory)."""
 
 
 def _dtype_names(schema: Mapping[str, pl.DataType]) -> dict[str, str]:
@@ -185,20 +188,27 @@ def _run_workers(path: Path, jobs: list[dict[str, object]], sizes: list[int], n:
         proc.stdin.write(json.dumps({"path": str(path.resolve()), "parts": work}))
         proc.stdin.close()
         procs.append(proc)
-    errors = [err for p in procs if (err := _wait(p))]
-    if errors:
-        raise sqlite3.DatabaseError(errors[0])
+    results = [_wait(p) for p in procs]
+    corrupt = [err for code, err in results if code == _CORRUPT]
+    if corrupt:
+        raise sqlite3.DatabaseError(corrupt[0])
+    failed = [err for code, err in results if code != 0]
+    if failed:
+        raise WorkerError(failed[0])
 
 
-def _wait(proc: subprocess.Popen) -> str:
-    """Wait for a worker; return its error line ('' on success)."""
+#: A worker's exit status when SQLite reported the file corrupt.
+_CORRUPT = 3
+
+
+def _wait(proc: subprocess.Popen) -> tuple[int, str]:
+    """Wait for a worker; return its exit status and last error line."""
     assert proc.stderr is not None
     with proc.stderr:
         err = proc.stderr.read()
-    if proc.wait() == 0:
-        return ""
+    code = proc.wait()
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else f"worker exited with status {proc.returncode}"
+    return code, (lines[-1] if lines else f"worker exited with status {code}")
 
 
 _DTYPES: dict[str, pl.DataType] = {"Int64": pl.Int64(), "String": pl.String()}
@@ -214,7 +224,7 @@ def _worker_main() -> None:
             fetch(con, part["sql"], schema).write_ipc(part["out"], compression="uncompressed")
     except sqlite3.DatabaseError as exc:
         sys.stderr.write(f"{exc}\n")
-        sys.exit(3)
+        sys.exit(_CORRUPT)
     finally:
         con.close()
 

@@ -570,3 +570,24 @@ def test_a_worker_that_meets_a_corrupt_page_is_an_input_error(
         nsys_sqlite.read(path, workers=2)
     # assert
     assert err.value.line().startswith("cut.sqlite: corrupt or truncated SQLite file")
+
+
+@pytest.mark.parametrize(
+    "failure", [_sqlite_fetch.WorkerError("killed"), OSError(28, "No space left on device")]
+)
+def test_when_workers_cannot_run_the_file_is_read_in_process(
+    monkeypatch: pytest.MonkeyPatch, failure: Exception
+) -> None:
+    # arrange
+    sequential = nsys_sqlite.read(EAGER, workers=1).events
+    monkeypatch.setattr(_sqlite_fetch, "PART_ROWS", 1000)
+    monkeypatch.setattr(_sqlite_fetch, "PARALLEL_MIN_ROWS", 0)
+
+    def fail(*args: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(_sqlite_fetch, "_run_workers", fail)
+    # act
+    events = nsys_sqlite.read(EAGER, workers=2).events
+    # assert
+    assert events.equals(sequential)
