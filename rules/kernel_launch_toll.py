@@ -91,11 +91,12 @@ class KernelLaunchToll(Rule):
                 where.append(label)
         n, toll = int(ex.per_step_median(lt, pl.len())), max(f["toll_ns"] for f in found.values())
         graphs = int(ex.per_step_median(lt, ex.is_graph_launch().sum()))
+        kl = ex.is_kernel_launch()  # evidence: kernel and graph launches (not memsets)
         ev = {
             "launches_per_step": ex.both(lambda d: int(ex.per_step_median(d, pl.len())), lb, lt),
             "graph_launches_per_step": graphs,
-            "per_launch_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), lb, lt),
-            "pre_launch_gap_ns": ex.both(lambda d: ex.percentiles(d["gap_ns"]), lb, lt),
+            "per_launch_call_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["eff_ns"]), lb, lt),
+            "pre_launch_gap_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["gap_ns"]), lb, lt),
             "fits": [{"api": k[0], "where": k[1][:3], **f} for k, f in fits.items()],
             "host_slowdown": ctx.slowdown, "toll_location": " + ".join(where),
             "top_kernels": ex.top_list(lt.filter(pl.col("gpu_name").is_not_null()), "gpu_name",

@@ -19,8 +19,8 @@ class SyncStall(Rule):
     ## What it detects
     A higher cost per synchronize call (``cudaStreamSynchronize``, ``cudaEventSynchronize``,
     ``cudaDeviceSynchronize`` and driver equivalents) beyond the wait itself: the median *exposed*
-    time per call (outside GPU-critical windows), comparing like with like: syncs that found the
-    GPU idle in both runs, else the wake-up after the GPU finished in both runs.
+    time per call (outside GPU-critical windows), compared like with like: syncs that found the GPU
+    idle, and the wake-up of syncs that waited, each when both runs have at least three.
 
     ## Why it costs time
     Under CC completion is signalled through encrypted / authenticated paths; on H100 + TDX a sync
@@ -64,26 +64,31 @@ class SyncStall(Rule):
         sb, st = (c.filter(pl.col("cls") == "sync") for c in (ctx.calls_b, ctx.calls_t))
         if sb.height == 0 or st.height == 0:
             return Outcome.clean("no synchronize calls on the main thread")
-        eb, et = ctx.exposed_calls("b", "sync"), ctx.exposed_calls("t", "sync")
-        idle = pl.col("exposed_ns") >= pl.col("b") - pl.col("a")
-        ib, it = eb.filter(idle), et.filter(idle)
-        if ib.height and it.height:
-            basis, (xb, xt) = "syncs on an idle GPU", (ib, it)
-        elif ib.height == 0 and it.height == 0:
-            basis, (xb, xt) = "wake-up after the GPU finished", (eb, et)
-        else:
-            return Outcome.clean("no comparable syncs (idle-GPU syncs in one run only)")
-        inc = float(xt["exposed_ns"].median()) - float(xb["exposed_ns"].median())
-        if inc < self.options.min_floor_ns:
-            return Outcome.clean(f"cost per sync beyond the wait grew {inc / 1e3:.1f} us ({basis})")
-        per = ctx.aligned_steps(st.group_by("rank", "step").len("n"), "t").fill_null(0)
-        per = per.with_columns((pl.col("n") * inc).alias("c"))
+        idle = (pl.col("exposed_ns") >= pl.col("b") - pl.col("a")).alias("idle")
+        eb, et = (ctx.exposed_calls(p, "sync").with_columns(idle) for p in ("b", "t"))
+        inc: dict[bool, float] = {}
+        for cls in (True, False):  # syncs on an idle GPU; syncs that waited (their wake-up)
+            xb, xt = eb.filter(pl.col("idle") == cls), et.filter(pl.col("idle") == cls)
+            if xb.height >= 3 and xt.height >= 3:
+                inc[cls] = float(xt["exposed_ns"].median()) - float(xb["exposed_ns"].median())
+        basis = {True: "syncs on an idle GPU", False: "wake-up after the GPU finished"}
+        if not inc:
+            return Outcome.clean("no comparable syncs (each kind of sync in one run only)")
+        if max(inc.values()) < self.options.min_floor_ns:
+            return Outcome.clean(
+                f"cost per sync beyond the wait grew {max(inc.values()) / 1e3:.1f} us"
+            )
+        rate = pl.col("idle").replace_strict({k: max(v, 0.0) for k, v in inc.items()}, default=0.0)
+        per = ctx.aligned_steps(
+            et.group_by("rank", "step").agg(rate.sum().alias("c"), pl.len().alias("n")), "t"
+        )
+        per = per.fill_null(0)
+        basis_txt = ", ".join(f"{basis[k]} +{v / 1e3:.1f} us" for k, v in inc.items())
         n = float(per["n"].median() or 0)
         ev = {
             "syncs_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), sb, st),
-            "increase_per_call_ns": int(inc),
-            "compared": basis,
-            "exposed_per_call_ns": ex.both(lambda d: ex.percentiles(d["exposed_ns"]), xb, xt),
+            "increase_per_call_ns": {basis[k]: int(v) for k, v in inc.items()},
+            "exposed_per_call_ns": ex.both(lambda d: ex.percentiles(d["exposed_ns"]), eb, et),
             "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), sb, st),
             "by_api": ex.both(
                 lambda d: ex.top_list(
@@ -97,7 +102,7 @@ class SyncStall(Rule):
             ),
             "published": "H100 cudaEventSynchronize 4.1 -> 15.4 us; DeviceSynchronize +13-17 us",
         }
-        summary = f"{n:.0f} syncs/step each stall ~{inc / 1e3:.1f} us longer beyond their wait"
+        summary = f"{n:.0f} syncs/step stall longer beyond their wait ({basis_txt})"
         conf = "high" if st.height >= 20 else "medium"
         return self.fired(claims(per, "sync_api", "c"), summary, ev, conf, n=n)
 

@@ -57,7 +57,10 @@ class UvmMigration(Rule):
 
     @dataclass(frozen=True)
     class Options:
-        min_ratio: float = opt(1.2, "Smallest treatment/baseline ratio of kernel + migration time.")
+        min_ratio: float = opt(
+            1.05, "Smallest treatment/baseline ratio of kernel + migration time."
+        )
+        min_growth_ns: int = opt(100_000, "...and smallest growth of it per step (ns).")
         bulk_gbps: float = opt(
             3.0, "CC bulk H2D bandwidth assumed for prefetching (GB/s; H100 ~3)."
         )
@@ -70,7 +73,7 @@ class UvmMigration(Rule):
             return Outcome.skipped("no unified-memory activity (uvm_fault rows or Unified memcpy)")
         busy = ctx.busy
         b, t = (float((busy[f"{p}_kernel"] + busy[f"{p}_uvm"]).median() or 0) for p in ("b", "t"))
-        if t < self.options.min_ratio * max(b, 1):
+        if t < self.options.min_ratio * max(b, 1) or t - b < self.options.min_growth_ns:
             return Outcome.clean(f"kernel + migration time {b / 1e6:.2f} -> {t / 1e6:.2f} ms/step")
         led, steps = ctx.ledger, max(ctx.ledger.height, 1)
         cl = pl.concat(
