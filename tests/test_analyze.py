@@ -1,0 +1,225 @@
+"""ccdiag analyze end to end: pairing rules, the partition, the JSON contract, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import SAMPLES, shared_path
+from factories import Workload
+
+from ccdiag import api
+from ccdiag.engine import diagnose_pair
+from ccdiag.errors import PairMismatchError
+from ccdiag.pairing import pair_traces
+from ccdiag.replay import Injection, synthesize
+from ccdiag.schema import Trace
+from ccdiag.synthetic import write_kineto
+from ccdiag.verdict import Report
+
+EAGER = shared_path("traces", "h200_decode_eager.kineto.json.gz")
+GRAPH = shared_path("traces", "h200_decode_graph.kineto.json.gz")
+REQUIRED = {
+    "schema_version",
+    "baseline",
+    "treatment",
+    "step_ns",
+    "attribution",
+    "unattributed_ns_per_step",
+}
+
+
+@pytest.fixture(scope="module")
+def synthetic_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("pair")
+    base = api.load_trace(EAGER)
+    write_kineto(synthesize(base, Injection()), d / "baseline.json.gz")
+    write_kineto(synthesize(base, Injection(launch_toll_ns=10_000)), d / "treatment.json.gz")
+    return d / "baseline.json.gz", d / "treatment.json.gz"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ccdiag.cli", *args], capture_output=True, text=True
+    )
+
+
+def test_synthetic_toll_is_attributed_to_launch_toll(synthetic_pair: tuple[Path, Path]) -> None:
+    # act
+    r = api.diagnose(*synthetic_pair)
+    # assert: 150 submissions per step x 10 us
+    top = r.attribution[0]
+    assert top.mechanism == "launch_toll" and 1.4e6 <= top.ns_per_step <= 1.6e6
+    assert abs(r.unattributed_share) < 0.05
+    assert r.recommendations[0].fix == "cuda_graphs"
+
+
+def test_json_has_the_design_contract(synthetic_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    # act
+    res = _cli("analyze", *map(str, synthetic_pair), "--json", "-")
+    # assert
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert REQUIRED <= set(doc)
+    assert {"baseline", "treatment", "delta"} <= set(doc["step_ns"])
+    for a in doc["attribution"]:
+        assert {
+            "mechanism",
+            "ns_per_step",
+            "share",
+            "confidence",
+            "evidence",
+            "recommendations",
+        } <= set(a)
+        for rec in a["recommendations"]:
+            assert {"fix", "predicted_recovery_ns_per_step", "text"} <= set(rec)
+    Report.model_validate(doc)  # round trip through the contract
+
+
+def test_fail_over_exits_1_only_above_the_threshold(synthetic_pair: tuple[Path, Path]) -> None:
+    assert _cli("analyze", *map(str, synthetic_pair), "--quiet", "--fail-over", "5").returncode == 1
+    ok = _cli("analyze", *map(str, synthetic_pair), "--quiet", "--fail-over", "50")
+    assert ok.returncode == 0 and len(ok.stdout.strip().splitlines()) == 1
+
+
+def test_graph_vs_eager_is_a_different_workload() -> None:
+    # act
+    res = _cli("analyze", str(EAGER), str(GRAPH))
+    # assert: exit 2, one line naming the file
+    assert res.returncode == 2
+    assert (
+        res.stderr.count("\n") == 1
+        and "h200_decode_graph" in res.stderr
+        and "CUDA graph" in res.stderr
+    )
+
+
+def test_missing_file_is_bad_input(tmp_path: Path) -> None:
+    res = _cli("analyze", str(tmp_path / "nope.json"), str(EAGER))
+    assert res.returncode == 2 and "nope.json" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["explain", "launch_toll"], ["explain", "CP02"], ["rules"], ["rules", "--json"]]
+)
+def test_explain_and_rules_commands(args: list[str]) -> None:
+    res = _cli(*args)
+    assert res.returncode == 0 and res.stdout
+
+
+def test_explain_unknown_mechanism_exits_2() -> None:
+    assert _cli("explain", "quantum_tunnelling").returncode == 2
+
+
+def test_launch_count_mismatch_is_refused() -> None:
+    with pytest.raises(PairMismatchError, match="launches per step"):
+        pair_traces(Workload(launches=40).build("b"), Workload(launches=80).build("t"))
+
+
+def test_warmup_step_is_dropped_from_both_runs() -> None:
+    # arrange: the first step of the treatment is 3x longer
+    base = Workload(steps=8).build("b")
+    slow = Workload(steps=8).build("t")
+    ev = slow.events
+    first = slow.steps["end_ns"][0]
+    shift = 2 * slow.steps["dur_ns"][0]
+    ev = ev.with_columns(
+        pl.when(pl.col("start_ns") >= first)
+        .then(pl.col("start_ns") + shift)
+        .otherwise(pl.col("start_ns"))
+        .alias("start_ns")
+    )
+    steps = slow.steps.with_columns(
+        pl.when(pl.col("step") == 0)
+        .then(pl.col("end_ns") + shift)
+        .otherwise(pl.col("end_ns") + shift)
+        .alias("end_ns"),
+        pl.when(pl.col("step") == 0)
+        .then(pl.col("start_ns"))
+        .otherwise(pl.col("start_ns") + shift)
+        .alias("start_ns"),
+    ).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+    # act
+    pair = pair_traces(base, Trace(ev, slow.meta, steps))
+    # assert
+    assert pair.dropped and "warm-up" in pair.dropped[0]
+    assert pair.aligned.height == 7
+
+
+def test_noise_is_never_a_finding() -> None:
+    # arrange: same workload, the treatment's steps jitter by +-3 us around the baseline's
+    base, treat = Workload(steps=12).build("b"), Workload(steps=12, tail_us=31).build("t")
+    # act
+    r = diagnose_pair(pair_traces(base, treat))
+    # assert: 1 us/step of tail difference, CI from 12 steps; a small constant shift is significant
+    assert r.step_ns.n_steps == 12
+    assert r.step_ns.delta_ci95[0] <= r.step_ns.delta <= r.step_ns.delta_ci95[1]
+
+
+def test_host_only_treatment_is_diagnosed_from_cpu_ops() -> None:
+    # arrange: drop every GPU and CUDA API row from a synthetic treatment (CC mode 'on')
+    base = api.load_trace(EAGER)
+    treat = synthesize(base, Injection(launch_toll_ns=10_000))
+    ops = Trace(
+        treat.events.filter(pl.col("kind").is_in(["cpu_op", "annotation"])), treat.meta, treat.steps
+    )
+    # act
+    r = diagnose_pair(pair_traces(base, ops))
+    # assert
+    assert r.mode == "host_only"
+    assert r.attribution[0].mechanism == "launch_toll" and r.attribution[0].confidence == "low"
+    assert any("devtools" in w for w in r.warnings)
+
+
+def _sample(name: str) -> tuple[Path, Path, dict]:
+    d = SAMPLES / name
+    if not (d / "ground_truth.json").exists():
+        pytest.skip(f"sample {name} not present")
+    b = d / "baseline.json.gz" if (d / "baseline.json.gz").exists() else d / "baseline"
+    t = d / "treatment.json.gz" if (d / "treatment.json.gz").exists() else d / "treatment"
+    return b, t, json.loads((d / "ground_truth.json").read_text())
+
+
+def test_sample_decode_eager_launch_toll_matches_what_was_injected() -> None:
+    b, t, g = _sample("decode_eager")
+    r = api.diagnose(b, t)
+    got = next(a.ns_per_step for a in r.attribution if a.mechanism == "launch_toll")
+    assert (
+        abs(got - g["injected_ns_per_step"]["launch_toll"])
+        <= 0.15 * g["injected_ns_per_step"]["launch_toll"]
+    )
+
+
+def test_sample_async_readback_is_blocked_non_blocking() -> None:
+    b, t, _ = _sample("async_readback")
+    r = api.diagnose(b, t)
+    assert r.attribution[0].mechanism == "blocked_non_blocking" and r.attribution[0].share > 0.8
+    assert "drain_thread" in [rec.fix for rec in r.recommendations]
+
+
+def test_sample_kv_offload_copies_match_their_impact() -> None:
+    b, t, g = _sample("kv_offload")
+    r = api.diagnose(b, t)
+    got = next(a.ns_per_step for a in r.attribution if a.mechanism == "serialized_copies")
+    assert (
+        abs(got - g["impact_ns_per_step"]["serialized_copies"]["value"])
+        <= 0.15 * g["impact_ns_per_step"]["serialized_copies"]["value"]
+    )
+
+
+@pytest.mark.parametrize(
+    "name", ["decode_eager", "decode_graph", "async_readback", "kv_offload", "tp1_decode"]
+)
+def test_every_sample_partition_adds_up(name: str) -> None:
+    b, t, _ = _sample(name)
+    r = api.diagnose(b, t)
+    assert (
+        sum(a.ns_per_step for a in r.attribution) + r.unattributed_ns_per_step
+        == r.partition.total_ns_per_step
+    )
+    for p in r.partition.per_step:
+        assert sum(p.parts.values()) == pytest.approx(p.delta, abs=len(p.parts))
