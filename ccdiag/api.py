@@ -10,22 +10,43 @@
     step_timeline(pair, index)    -> dict      one aligned step of both runs, in lanes
     explain(mechanism_or_code)    -> str       a rule's documentation
     list_rules()                  -> list      the rule registry
+render_report(report, fmt)    -> str       Markdown / HTML / JSON file report (``ccdiag report``)
+report_schema()               -> dict      JSON Schema of the report contract (``ccdiag schema``)
+load_report(path)             -> Report    read a report written with ``--json``
+compare_reports(old, new)     -> list      share growth per mechanism (the CI gate)
+annotate(b, t, out)           -> dict      the treatment trace with the diagnosis as tracks
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ccdiag.progress import Progress
 from ccdiag.schema import Trace
 
+if TYPE_CHECKING:
+    from datetime import datetime
 
-def load_trace(path: str | Path, *, step: str | None = None, **options: Any) -> Trace:
+    from ccdiag.verdict import Report
+
+#: Readers that take a ``progress`` callback (a folder passes it to each file's reader).
+_PROGRESS_FORMATS = ("kineto", "nsys_sqlite", "nsys_rep")
+
+
+def load_trace(
+    path: str | Path,
+    *,
+    step: str | None = None,
+    progress: Progress | None = None,
+    **options: Any,
+) -> Trace:
     """Parse a trace file or folder and assign steps.
 
     Args:
         path: Kineto JSON[.gz], nsys SQLite/.nsys-rep, nsys stats CSV, or a folder of ranks.
         step: name of the step marker (annotation / NVTX range); detected when None.
+        progress: called now and then while parsing (``ccdiag.progress``); None: silent.
         **options: passed to the parser.
 
     Returns:
@@ -33,6 +54,10 @@ def load_trace(path: str | Path, *, step: str | None = None, **options: Any) -> 
     """
     from ccdiag import parsers, steps
 
+    if progress is not None:
+        p = Path(path)
+        if p.is_dir() or parsers.sniff(p) in _PROGRESS_FORMATS:
+            options["progress"] = progress
     trace = parsers.read(path, **options)
     return steps.assign_steps(trace, marker=step)
 
@@ -44,18 +69,39 @@ def summarize(trace: Trace) -> dict[str, Any]:
     return _summarize(trace)
 
 
-def load_pair(baseline: str | Path, treatment: str | Path, *, step: str | None = None) -> Any:
+def load_pair(
+    baseline: str | Path,
+    treatment: str | Path,
+    *,
+    step: str | None = None,
+    progress: Progress | None = None,
+) -> Any:
     """Load both sides and check they are the same workload (raises PairMismatchError)."""
     from ccdiag.pairing import pair_traces
 
-    return pair_traces(load_trace(baseline, step=step), load_trace(treatment, step=step))
+    return pair_traces(
+        load_trace(baseline, step=step, progress=progress),
+        load_trace(treatment, step=step, progress=progress),
+    )
 
 
-def diagnose(baseline: str | Path, treatment: str | Path, **options: Any) -> Any:
-    """Partition the per-step slowdown of treatment vs baseline into mechanisms."""
-    from ccdiag.engine import diagnose_pair
+def diagnose(
+    baseline: str | Path, treatment: str | Path, *, progress: Progress | None = None, **options: Any
+) -> Any:
+    """Partition the per-step slowdown of treatment vs baseline into mechanisms.
 
-    return diagnose_pair(load_pair(baseline, treatment, step=options.pop("step", None)), **options)
+    ``progress`` (optional) hears from the parsers, then ``("diagnosing", 0, 1)`` and
+    ``("diagnosing", 1, 1)`` around the rules.
+    """
+    from ccdiag.engine import diagnose_pair as _engine
+
+    pair = load_pair(baseline, treatment, step=options.pop("step", None), progress=progress)
+    if progress is not None:
+        progress("diagnosing", 0, 1)
+    report = _engine(pair, **options)
+    if progress is not None:
+        progress("diagnosing", 1, 1)
+    return report
 
 
 def explain(mechanism_or_code: str) -> str:
@@ -70,6 +116,106 @@ def list_rules() -> list[dict[str, str]]:
     from ccdiag.rules import list_rules as _list_rules
 
     return _list_rules()
+
+
+REPORT_FORMATS = ("md", "html", "json")
+
+
+def render_report(
+    report: Report,
+    fmt: str,
+    *,
+    keep_paths: bool = False,
+    timestamp: datetime | str | None = None,
+    sources: dict[str, str] | None = None,
+) -> str:
+    """A file report of a diagnosis: Markdown (GitHub issue), self-contained HTML, or JSON.
+
+    Deterministic: the same report gives the same text (sorted free-form keys, fixed number
+    formatting, no time unless ``timestamp``). Scrubbed unless ``keep_paths``: no absolute
+    paths, environment dumps, user or host names; sources by file name.
+
+    Args:
+        report: the diagnosis (``diagnose``).
+        fmt: ``md``, ``html`` or ``json`` (the ``ccdiag analyze --json`` contract).
+        keep_paths: keep paths and names as read; show ``sources`` as given.
+        timestamp: record when the report was written (``generated_at``).
+        sources: the paths the user gave: ``{"baseline": ..., "treatment": ...}``.
+
+    Returns:
+        The report text.
+    """
+    kw: dict[str, Any] = {"keep_paths": keep_paths, "timestamp": timestamp, "sources": sources}
+    if fmt in ("md", "markdown"):
+        from ccdiag.report.markdown import render_markdown
+
+        return render_markdown(report, **kw)
+    if fmt == "html":
+        from ccdiag.report.html import render_html
+
+        return render_html(report, **kw)
+    if fmt == "json":
+        from ccdiag.report.json_contract import render_json
+
+        return render_json(report, **kw)
+    raise ValueError(f"unknown report format {fmt!r}: one of {', '.join(REPORT_FORMATS)}")
+
+
+def report_schema() -> dict[str, Any]:
+    """JSON Schema of the report contract (published as ``docs/schema/report-v<major>.json``)."""
+    from ccdiag.report.json_contract import report_schema as _schema
+
+    return _schema()
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a report written by ``ccdiag analyze/report --json`` (validated; InputError if not)."""
+    from ccdiag.compare import load_report as _load
+
+    return _load(Path(path))
+
+
+def compare_reports(old: Report, new: Report, *, max_share_growth: float) -> list[dict[str, Any]]:
+    """Mechanism shares of a new report against an earlier one (the CI gate).
+
+    Args:
+        old: the earlier report.
+        new: the report to check.
+        max_share_growth: allowed growth of a mechanism's share, in percentage points.
+
+    Returns:
+        One row per mechanism in either report: ``mechanism``, ``old_share``, ``new_share``,
+        ``growth_points``, ``exceeded``; mechanisms over the limit first.
+    """
+    from ccdiag.compare import compare_shares
+
+    return compare_shares(old, new, max_share_growth=max_share_growth)
+
+
+def annotate(
+    baseline: str | Path,
+    treatment: str | Path,
+    out: str | Path,
+    *,
+    step: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Write the treatment trace with the diagnosis added as tracks (Perfetto / chrome://tracing).
+
+    A Kineto treatment is copied event for event with the added events spliced in; any other
+    input (nsys, CSV, a folder of ranks) becomes a Chrome-trace JSON built from the event frame.
+    ``out`` ending in ``.gz`` is gzip-compressed; ``-`` writes to stdout.
+
+    Returns:
+        What was written: ``out``, ``mode`` (``kineto-copy`` / ``from-events``), the report,
+        and the number of added events by kind.
+    """
+    from ccdiag.annotate import annotate_pair
+    from ccdiag.engine import diagnose_pair as _engine
+
+    pair = load_pair(baseline, treatment, step=step, progress=progress)
+    report = _engine(pair)
+    return annotate_pair(pair, report, Path(treatment), out, progress=progress)
 
 
 def capture(cmd: list[str], out: str | Path, label: str, *, nsys: bool = False) -> int:

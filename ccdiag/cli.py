@@ -1,19 +1,30 @@
 """The ``ccdiag`` command line. Each command parses options, calls ``ccdiag.api``, renders.
 
-Exit status: 0 success; 1 the analysis ran and a ``--fail-over`` threshold was exceeded;
-2 bad input (one line naming the file and the problem, never a traceback).
+Exit status: 0 success; 1 the analysis ran and a ``--fail-over`` threshold (or the
+``--baseline-report`` share gate) was exceeded; 2 bad input (one line naming the file and the
+problem, never a traceback). ``-`` means stdout wherever a command writes a file. Long parses
+show progress bars with an ETA on a terminal's stderr (not with ``--quiet``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ccdiag.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ccdiag.progress import Progress
+    from ccdiag.verdict import Report
 
 app = typer.Typer(
     name="ccdiag",
@@ -38,11 +49,62 @@ def _root() -> None:
 
 def _write_json(obj: object, dest: str) -> None:
     """Write JSON to a file, or to stdout when dest is '-'."""
-    text = json.dumps(obj, indent=2, sort_keys=False) + "\n"
+    _write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", dest)
+
+
+def _write_text(text: str, dest: str) -> None:
+    """Write text (UTF-8) to a file, or to stdout when dest is '-'; unwritable: exit 2."""
     if dest == "-":
         sys.stdout.write(text)
-    else:
-        Path(dest).write_text(text)
+        sys.stdout.flush()
+        return
+    try:
+        Path(dest).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(dest, f"cannot write: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool, console: Console | None = None) -> Iterator[Progress | None]:
+    """Rich progress bars with an ETA for ``api`` progress callbacks (stderr, terminals only)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, TaskProgressColumn, TextColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bars
+
+    con = console or Console(stderr=True)
+    if not enabled or not con.is_terminal:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+    )
+    with Bars(*columns, console=con, transient=True) as bars:
+        tasks: dict[str, int] = {}
+
+        def update(task: str, done: int | None = None, total: int | None = None) -> None:
+            if done is None and total is None:  # a status line (nsys export)
+                task, total = f"nsys export: {task.strip()[:50]}", None
+                key = "nsys export"
+            else:
+                key = task
+            if key not in tasks:
+                tasks[key] = bars.add_task(task, total=total)
+            bars.update(tasks[key], description=task, completed=done or 0, total=total)
+
+        yield update
+
+
+def _fail_over(report: Report, pct: float | None) -> bool:
+    """``--fail-over``: the slowdown is significant and above ``pct`` % (says so on stderr)."""
+    st = report.step_ns
+    slowdown = 100.0 * st.delta / st.baseline if st.baseline else 0.0
+    if pct is not None and st.significant and slowdown > pct:
+        sys.stderr.write(f"ccdiag: slowdown {slowdown:.1f}% exceeds --fail-over {pct:g}%\n")
+        return True
+    return False
 
 
 @app.command()
@@ -91,15 +153,13 @@ def analyze(
     from ccdiag import api
     from ccdiag.report.analysis import render_verdict
 
-    report = api.diagnose(baseline, treatment, step=step)
+    with _progress(not quiet) as progress:
+        report = api.diagnose(baseline, treatment, step=step, progress=progress)
     if json_out is not None:
-        _write_json(report.model_dump(mode="json"), json_out)
+        _write_text(api.render_report(report, "json"), json_out)
     if json_out != "-":
         render_verdict(report, quiet=quiet)
-    st = report.step_ns
-    slowdown = 100.0 * st.delta / st.baseline if st.baseline else 0.0
-    if fail_over is not None and st.significant and slowdown > fail_over:
-        sys.stderr.write(f"ccdiag: slowdown {slowdown:.1f}% exceeds --fail-over {fail_over:g}%\n")
+    if _fail_over(report, fail_over):
         raise typer.Exit(1)
 
 
@@ -187,6 +247,161 @@ def emulate(
 
     mechs = [m.strip() for m in mechanisms.split(",") if m.strip()]
     raise typer.Exit(api.emulate(cmd, platform, mechs, layer=layer, out=out))
+
+
+Out = Optional[str]  # noqa: UP045 (typer needs Optional on 3.10)
+MdOpt = Annotated[Out, typer.Option("--md", help="Markdown for a GitHub issue: FILE or '-'.")]
+HtmlOpt = Annotated[Out, typer.Option("--html", help="Self-contained HTML: FILE or '-'.")]
+JsonOpt = Annotated[Out, typer.Option("--json", help="JSON (the analyze contract): FILE or '-'.")]
+KeepPathsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--keep-paths", help="Keep paths, user and host names (default: scrubbed, file names)."
+    ),
+]
+TimestampOpt = Annotated[
+    bool, typer.Option("--timestamp", help="Record the time of writing (default: no time).")
+]
+FailOverOpt = Annotated[
+    Optional[float],  # noqa: UP045
+    typer.Option("--fail-over", metavar="PCT", help="Exit 1 when the slowdown exceeds PCT %."),
+]
+OldReportOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(
+        "--baseline-report", metavar="OLD.json", help="Earlier report (--json) to compare with."
+    ),
+]
+ShareGrowthOpt = Annotated[
+    float,
+    typer.Option(
+        "--max-share-growth",
+        metavar="PCT",
+        help="With --baseline-report: exit 1 when a mechanism's share grew by more than PCT "
+        "points.",
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars, no summary.")]
+BaselineArg = Annotated[Path, typer.Argument(help="CC-off trace (file or folder of ranks).")]
+TreatmentArg = Annotated[Path, typer.Argument(help="CC-on trace (file or folder of ranks).")]
+
+
+@app.command()
+def report(
+    baseline: BaselineArg,
+    treatment: TreatmentArg,
+    md: MdOpt = None,
+    html: HtmlOpt = None,
+    json_out: JsonOpt = None,
+    step: StepOpt = None,
+    keep_paths: KeepPathsOpt = False,
+    timestamp: TimestampOpt = False,
+    fail_over: FailOverOpt = None,
+    baseline_report: OldReportOpt = None,
+    max_share_growth: ShareGrowthOpt = 5.0,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write the diagnosis as files to attach to a bug report: Markdown, HTML, JSON.
+
+    Any subset of --md/--html/--json (Markdown on stdout when none is given). Reports are
+    deterministic and scrubbed of paths, environment, user and host names.
+
+    Examples:
+
+        ccdiag report base.json.gz cc.json.gz --md issue.md --html report.html
+
+        ccdiag report base.sqlite cc.sqlite --json - | jq .attribution
+
+        ccdiag report base/ cc/ --json new.json --baseline-report old.json --max-share-growth 5
+    """
+    from ccdiag import api
+
+    targets = {"md": md, "html": html, "json": json_out}
+    if not any(targets.values()):
+        targets["md"] = "-"
+    if sum(v == "-" for v in targets.values()) > 1:
+        raise InputError(None, "only one of --md/--html/--json can write to stdout ('-')")
+    old = api.load_report(baseline_report) if baseline_report is not None else None
+    with _progress(not quiet) as progress:
+        rep = api.diagnose(baseline, treatment, step=step, progress=progress)
+    stamp = datetime.now(timezone.utc) if timestamp else None
+    sources = {"baseline": str(baseline.resolve()), "treatment": str(treatment.resolve())}
+    for fmt, dest in targets.items():
+        if dest:
+            opts = {"keep_paths": keep_paths, "timestamp": stamp, "sources": sources}
+            _write_text(api.render_report(rep, fmt, **opts), dest)
+    if not quiet:
+        done = ", ".join(f"{f} -> {'stdout' if d == '-' else d}" for f, d in targets.items() if d)
+        sys.stderr.write(f"ccdiag: {rep.verdict}\nccdiag: wrote {done}\n")
+    failed = _fail_over(rep, fail_over)
+    if old is not None:
+        rows = api.compare_reports(old, rep, max_share_growth=max_share_growth)
+        failed |= _share_gate(rows, max_share_growth)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _share_gate(rows: list[dict], limit: float) -> bool:
+    """Print the mechanisms whose share grew beyond ``limit`` points; True when any did."""
+    bad = [r for r in rows if r["exceeded"]]
+    for r in bad:
+        sys.stderr.write(
+            f"ccdiag: {r['mechanism']} share {100 * r['old_share']:.1f}% -> "
+            f"{100 * r['new_share']:.1f}% (+{r['growth_points']:.1f} points > "
+            f"--max-share-growth {limit:g})\n"
+        )
+    return bool(bad)
+
+
+@app.command()
+def annotate(
+    baseline: BaselineArg,
+    treatment: Annotated[Path, typer.Argument(help="CC-on trace: the one that gets annotated.")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output: FILE (.gz: gzip) or '-'.")],
+    step: StepOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write TREATMENT with ccdiag's findings as extra tracks, for Perfetto UI or chrome://tracing.
+
+    Adds a 'ccdiag diagnosis' process: a verdict track, step boundaries, and one track per
+    mechanism holding the time attributed to it in each step (evidence numbers in the args).
+    A Kineto trace is copied with the events spliced in; nsys and other inputs become a
+    Chrome-trace JSON built from the parsed events.
+
+    Examples:
+
+        ccdiag annotate base.json.gz cc.json.gz -o cc.annotated.json.gz
+
+        ccdiag annotate base.sqlite cc.sqlite -o cc.trace.json   (open it in ui.perfetto.dev)
+    """
+    from ccdiag import api
+
+    with _progress(not quiet) as progress:
+        result = api.annotate(baseline, treatment, out, step=step, progress=progress)
+    if not quiet:
+        added = sum(result["added"].values())
+        dest = "stdout" if out == "-" else out
+        sys.stderr.write(
+            f"ccdiag: {result['report'].verdict}\nccdiag: wrote {dest} ({result['mode']}, "
+            f"{added} events added on the 'ccdiag diagnosis' tracks)\n"
+        )
+
+
+@app.command()
+def schema(
+    out: Annotated[str, typer.Option("--out", "-o", help="FILE, or '-' for stdout.")] = "-",
+) -> None:
+    """Print the JSON Schema of the report contract (analyze --json, report --json).
+
+    The same schema is published as docs/schema/report-v<major>.json.
+
+    Example:
+
+        ccdiag schema | python -m json.tool
+    """
+    from ccdiag import api
+
+    _write_json(api.report_schema(), out)
 
 
 def main() -> None:

@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
+"""Contract version, ``major.minor``: a minor bump only adds optional fields (1.1:
+``generated_at``); a major bump breaks readers and gets a new ``docs/schema/report-v<major>.json``."""
 
 MECHANISMS = (
     "launch_toll",
@@ -176,3 +178,8 @@ class Report(_Model):
     whole_program: bool = Field(default=False, description="no step markers: one step")
     partition: Partition | None = None
     verdict: str = Field(default="", description="one-line verdict")
+    generated_at: str | None = Field(
+        default=None,
+        description="UTC time the report was written (ISO 8601), only when asked for "
+        "(--timestamp): reports are otherwise byte-identical for the same inputs",
+    )
