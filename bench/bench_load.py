@@ -4,8 +4,9 @@
     python bench/bench_load.py --size-mb 200 --hta-size-mb 50 --nsys-size-mb 0   # quick
 
 Every measurement runs in a fresh subprocess (``--worker``), which reports its wall time for the
-load and its peak resident memory (``ru_maxrss``: interpreter and imports included; the
-``baseline`` column is the peak before the load started). Rows:
+load and its peak resident memory (``ru_maxrss``: interpreter and imports included; in
+parentheses the peak before the load started; a loader that starts helper processes, like the
+nsys reader, also gets the largest helper's peak). Rows:
 
 - ``ccdiag``: ``ccdiag.parsers.read`` -> validated event frame + metadata (what ``load_trace``
   does before steps); ``ccdiag+steps``: ``ccdiag.api.load_trace`` (parse and assign steps).
@@ -37,8 +38,8 @@ DATA = HERE / "data"
 sys.path.insert(0, str(HERE))
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+def _peak_mb(who: int = resource.RUSAGE_SELF) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # Linux: KiB
 
 
 def _work(kind: str, path: Path) -> dict[str, Any]:
@@ -95,7 +96,14 @@ def _work(kind: str, path: Path) -> dict[str, Any]:
         sec = time.perf_counter() - t
     else:
         raise SystemExit(f"unknown worker {kind}")
-    return {"seconds": sec, "peak_mb": _peak_mb(), "baseline_mb": base, "rows": rows}
+    children = _peak_mb(resource.RUSAGE_CHILDREN)  # helper processes, if the loader starts any
+    return {
+        "seconds": sec,
+        "peak_mb": _peak_mb(),
+        "baseline_mb": base,
+        "children_mb": children,
+        "rows": rows,
+    }
 
 
 def _measure(kind: str, path: Path, timeout: int) -> dict[str, Any]:
@@ -121,6 +129,7 @@ def _runs(kind: str, path: Path, repeat: int, timeout: int) -> dict[str, Any]:
         "best": min(r["seconds"] for r in ok),
         "peak_mb": max(r["peak_mb"] for r in ok),
         "baseline_mb": min(r["baseline_mb"] for r in ok),
+        "children_mb": max(r.get("children_mb", 0.0) for r in ok),
         "rows": ok[0]["rows"],
         "runs": len(ok),
     }
@@ -139,12 +148,12 @@ def _uncompressed_mb(path: Path) -> float:
 def _ensure(kind: str, size_mb: float) -> Path:
     import make_large
 
-    if kind == "kineto":
-        path = DATA / f"kineto_{int(size_mb)}mb.json"
+    if kind in ("kineto", "kineto.gz"):
+        suffix = ".json.gz" if kind == "kineto.gz" else ".json"
+        path = DATA / f"kineto_{int(size_mb)}mb{suffix}"
         if not path.exists():
-            make_large.make_kineto(
-                make_large.TRACES / "h200_decode_eager.kineto.json.gz", path, size_mb
-            )
+            src = make_large.TRACES / "h200_decode_eager.kineto.json.gz"
+            make_large.make_kineto(src, path, size_mb, compress=kind == "kineto.gz")
     else:
         path = DATA / f"nsys_{int(size_mb)}mb.sqlite"
         if not path.exists():
@@ -160,9 +169,13 @@ def _row(label: str, path: Path, r: dict[str, Any], ref: dict[str, Any] | None) 
     if ref is not None and "error" not in ref and label != ref.get("label"):
         ratio = f"{r['seconds'] / ref['seconds']:.1f}x"
     mem_ratio = f"{r['peak_mb'] / _uncompressed_mb(path):.2f}"
+    kids = r.get("children_mb", 0.0)
+    peak = f"{r['peak_mb']:,.0f} ({r['baseline_mb']:,.0f})"
+    if kids >= 1:
+        peak += f" + helper processes {kids:,.0f} each"
     return (
-        f"| {label} | {size} | {r['seconds']:.2f} | {ratio} | {r['peak_mb']:,.0f} "
-        f"({r['baseline_mb']:,.0f}) | {mem_ratio} | {r['rows']:,} |"
+        f"| {label} | {size} | {r['seconds']:.2f} | {ratio} | {peak} | {mem_ratio} "
+        f"| {r['rows']:,} |"
     )
 
 

@@ -53,6 +53,7 @@ def assign_steps(trace: Trace, marker: str | None = None) -> Trace:
     """
     events = trace.events
     ann = events.filter(_HOST_ANN).select("rank", "pid", "tid", "name", "start_ns", "dur_ns")
+    label: str | None
     if marker is not None:
         instances = ann.filter(_matches(marker))
         if instances.is_empty():
@@ -154,9 +155,41 @@ def _whole(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _by_time(keys: pl.DataFrame, windows: pl.DataFrame) -> pl.Series:
-    """Step of each (rank, start_ns) row: the latest window starting at or before it, if the
-    row starts before that window ends. Returned in the order of ``keys``."""
+def _by_time(events: pl.DataFrame, windows: pl.DataFrame) -> pl.Series:
+    """Step of each row by its start: the latest window of its rank starting at or before it,
+    if the row starts before that window ends (null otherwise). In the order of ``events``.
+
+    One ``search_sorted`` over (rank, start) keys packed into an Int64: no sort of the events.
+    """
+    n = events.height
+    if windows.is_empty() or n == 0:
+        return pl.repeat(None, n, dtype=pl.Int32, eager=True)
+    lo = min(events["start_ns"].min(), windows["start_ns"].min())  # type: ignore[type-var]
+    hi = max(events["start_ns"].max(), windows["end_ns"].max())  # type: ignore[type-var]
+    ranks = sorted(set(windows["rank"].to_list()) | set(events["rank"].unique().to_list()))
+    span = int(hi) - int(lo) + 1  # type: ignore[arg-type]
+    if len(ranks) * span >= 1 << 62:  # cannot pack: fall back to an as-of join
+        return _by_time_asof(events.select("rank", "start_ns"), windows)
+    index = {r: i for i, r in enumerate(ranks)}
+
+    rank_idx = pl.col("rank").replace_strict(index, return_dtype=pl.Int64)
+    key = rank_idx * span + (pl.col("start_ns") - lo)
+    w = windows.select(key.alias("k"), "rank", "step", "end_ns").sort("k")
+    k = events.select(key).to_series()
+    pos = (w["k"].search_sorted(k, side="right").cast(pl.Int64) - 1).alias("pos")
+    hit = pl.DataFrame({"pos": pos.clip(0), "ok": pos >= 0})
+    got = hit.select(
+        pl.col("ok"),
+        w["rank"].gather(hit["pos"]).alias("w_rank"),
+        w["step"].gather(hit["pos"]).alias("w_step"),
+        w["end_ns"].gather(hit["pos"]).alias("w_end"),
+    )
+    inside = got["ok"] & (got["w_rank"] == events["rank"]) & (events["start_ns"] < got["w_end"])
+    return pl.select(pl.when(inside).then(got["w_step"])).to_series().cast(pl.Int32)
+
+
+def _by_time_asof(keys: pl.DataFrame, windows: pl.DataFrame) -> pl.Series:
+    """:func:`_by_time` with an as-of join (any number of ranks, any time range)."""
     w = windows.select("rank", "step", pl.col("start_ns").alias("w_start"), "end_ns").sort(
         "w_start"
     )
@@ -181,22 +214,29 @@ def _by_time(keys: pl.DataFrame, windows: pl.DataFrame) -> pl.Series:
 
 
 def _assign(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Fill ``step``: host rows by time, GPU rows from their launcher, else by time."""
+    """Fill ``step``: host rows by time; GPU rows from their launcher (else by time)."""
     if events.is_empty():
         return events
-    by_time = _by_time(events.select("rank", "start_ns"), windows)
-    api = pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null()
-    launchers = (
-        events.with_columns(by_time.alias("_t"))
-        .filter(api)
-        .select("rank", "pid", "correlation", pl.col("_t").alias("_l"), pl.lit(True).alias("_hit"))
-        .unique(["rank", "pid", "correlation"], keep="first")
-    )
+    by_time = _by_time(events, windows)
     gpu = pl.col("device").is_not_null() & pl.col("correlation").is_not_null()
-    looked = (
-        events.select("rank", "pid", "correlation", gpu.alias("_gpu"))
-        .join(launchers, on=["rank", "pid", "correlation"], how="left", maintain_order="left")
-        .select((pl.col("_gpu") & pl.col("_hit").fill_null(False)).alias("_inherit"), "_l")
+    rows = events.select(gpu.arg_true()).to_series()
+    if rows.is_empty():
+        return events.with_columns(by_time.alias("step"))
+    api = pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null()
+    keys = ["rank", "pid", "correlation"]
+    launchers = (
+        events.select(*keys, "kind", by_time.alias("_l"))
+        .filter(api)
+        .select(*keys, "_l", pl.lit(True).alias("_hit"))
+        .unique(keys, keep="first")
     )
-    step = pl.when(looked["_inherit"]).then(looked["_l"]).otherwise(by_time)
-    return events.with_columns(step.cast(pl.Int32).alias("step"))
+    looked = (
+        events.select(keys)[rows]
+        .join(launchers, on=keys, how="left", maintain_order="left")
+        .select(pl.when(pl.col("_hit").fill_null(False)).then(pl.col("_l")).alias("_l"), "_hit")
+    )
+    inherit = looked["_hit"].fill_null(False)
+    values = pl.select(
+        pl.when(inherit).then(looked["_l"]).otherwise(by_time.gather(rows))
+    ).to_series()
+    return events.with_columns(by_time.scatter(rows, values).alias("step"))

@@ -246,7 +246,7 @@ class ArrayChunks:
         while True:
             first = _LEAD.match(buf)
             lead = first.group(1) if first else b""
-            if lead == b"[":  # a bare array document
+            if first is not None and lead == b"[":  # a bare array document
                 self.found = True
                 self.offset = first.start(1)
                 self._bare = True

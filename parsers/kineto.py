@@ -70,7 +70,7 @@ from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, validate_events
 MAP_FILE = Path(__file__).with_name("kineto_args_v1.yaml")
 _RPC = "record_param_comms"
 _GPU_ROW = "_gpu"
-_POLARS = {"Int64": pl.Int64, "Int32": pl.Int32, "String": pl.String}
+_POLARS: dict[str, pl.DataType] = {"Int64": pl.Int64(), "Int32": pl.Int32(), "String": pl.String()}
 _NUM = int | float | str | None
 _NONFINITE = re.compile(rb"([:\[,]\s*)(-?Infinity|NaN)(?=\s*[,}\]])")
 
@@ -152,7 +152,7 @@ def _lazy_decoder(args: list[ArgSpec]) -> msgspec.json.Decoder:
     ev_t = msgspec.defstruct(
         "KinetoLazyEvent", [("name", Any, None), ("args", arg_t | None, None)], gc=False
     )
-    return msgspec.json.Decoder(list[ev_t])
+    return msgspec.json.Decoder(list[ev_t])  # type: ignore[valid-type]
 
 
 @functools.lru_cache(maxsize=4)
@@ -176,7 +176,7 @@ def load_map(path: Path = MAP_FILE) -> ArgMap:
             op: {int(n): int(i) for n, i in idx.items()}
             for op, idx in doc.get("non_blocking_index", {}).items()
         },
-        strict=msgspec.json.Decoder(list[ev_t]),
+        strict=msgspec.json.Decoder(list[ev_t]),  # type: ignore[valid-type]
         lenient_event=lenient_t,
         empty_args=arg_t(),
         lazy=_lazy_decoder(args),
@@ -285,7 +285,7 @@ class _Reader:
         out = []
         for item in items if isinstance(items, list) else [items]:
             try:
-                ev = msgspec.convert(item, self.amap.lenient_event, strict=False)
+                ev: Any = msgspec.convert(item, self.amap.lenient_event, strict=False)
             except msgspec.ValidationError:
                 self.malformed += 1
                 continue
@@ -716,27 +716,28 @@ def _link(frames: list[pl.DataFrame], rank: int) -> pl.DataFrame:
     """Launcher pid, graph flags and collective sizes; the final event frame.
 
     Lookup tables are built from all chunks first (they are small: API calls, record_param_comms
-    spans), then each chunk frame is completed on its own and replaced in the list, so that no
-    step holds two copies of the wide event frame.
+    spans). One join then looks up the launcher of every GPU row (narrow frames: GPU rows'
+    correlation ids only), and each chunk frame is completed on its own and replaced in the
+    list, so that no step holds two copies of the wide event frame.
     """
-    api = _API_ROW
-    launchers = (
-        pl.concat([f.filter(api).select(_LAUNCHER_COLUMNS) for f in frames]).unique(
-            "correlation", keep="first", maintain_order=True
-        )
-        if frames
-        else pl.DataFrame(schema=_LAUNCHER_SCHEMA)
+    if not frames:
+        return _empty_events()
+    launchers = pl.concat([f.filter(_API_ROW).select(_LAUNCHER_COLUMNS) for f in frames]).unique(
+        "correlation", keep="first", maintain_order=True
     )
-    host = (
-        pl.concat([f.filter(api | ~pl.col(_GPU_ROW)).select("kind", "pid") for f in frames])
-        if frames
-        else None
-    )
+    host = pl.concat([f.filter(~pl.col(_GPU_ROW)).select("kind", "pid") for f in frames])
     main_pid = _main_pid(host)
+    del host
     rpc = _rpc_table(frames)
+    rows = [f.select(pl.col(_GPU_ROW).arg_true()).to_series() for f in frames]
+    keys = pl.concat([f.select(pl.col("correlation").filter(pl.col(_GPU_ROW))) for f in frames])
+    looked = keys.join(launchers, on="correlation", how="left", maintain_order="left")
+    offset = 0
     for i, f in enumerate(frames):
-        frames[i] = _link_chunk(f, launchers, rpc, main_pid, rank)
-    return pl.concat(frames, how="vertical", rechunk=False) if frames else _empty_events()
+        part = looked.slice(offset, rows[i].len())
+        offset += rows[i].len()
+        frames[i] = _link_chunk(f, rows[i], part, rpc, main_pid, rank)
+    return pl.concat(frames, how="vertical", rechunk=False)
 
 
 _API_ROW = pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null()
@@ -747,19 +748,17 @@ _LAUNCHER_COLUMNS = [
     pl.col("start_ns").alias("l_start"),
     apis.is_graph_launch(pl.col("name")).alias("l_graph"),
 ]
-_LAUNCHER_SCHEMA = {
-    "correlation": pl.Int64,
-    "l_pid": pl.Int64,
-    "l_tid": pl.Int64,
-    "l_start": pl.Int64,
-    "l_graph": pl.Boolean,
+_LAUNCHER_SCHEMA: dict[str, pl.DataType] = {
+    "correlation": pl.Int64(),
+    "l_pid": pl.Int64(),
+    "l_tid": pl.Int64(),
+    "l_start": pl.Int64(),
+    "l_graph": pl.Boolean(),
 }
 
 
-def _main_pid(host: pl.DataFrame | None) -> int | None:
+def _main_pid(host: pl.DataFrame) -> int | None:
     """The trace's host process: the pid of most API calls (else of most host events)."""
-    if host is None:
-        return None
     pids = host.filter(pl.col("kind").is_in(["runtime", "driver"]) & pl.col("pid").is_not_null())
     if pids.is_empty():
         pids = host.filter(pl.col("pid").is_not_null() & (pl.col("pid") >= 0))
@@ -773,20 +772,31 @@ def _empty_events() -> pl.DataFrame:
 
 
 def _link_chunk(
-    f: pl.DataFrame, launchers: pl.DataFrame, rpc: _RpcTable, main_pid: int | None, rank: int
+    f: pl.DataFrame,
+    rows: pl.Series,
+    part: pl.DataFrame,
+    rpc: _RpcTable,
+    main_pid: int | None,
+    rank: int,
 ) -> pl.DataFrame:
-    looked = f.select("correlation").join(
-        launchers, on="correlation", how="left", maintain_order="left"
-    )
+    """Attach the launcher columns (GPU rows only) and derive pid, graph and collective sizes."""
+    n = f.height
+    looked = [
+        pl.repeat(None, n, dtype=dtype, eager=True).scatter(rows, part[c]).alias(c)
+        if rows.len()
+        else pl.repeat(None, n, dtype=dtype, eager=True).alias(c)
+        for c, dtype in _LAUNCHER_SCHEMA.items()
+        if c != "correlation"
+    ]
     gpu, kind = pl.col(_GPU_ROW), pl.col("kind")
     gpu_work = gpu & kind.is_in(["kernel", "collective", "memcpy", "memset"])
-    f = f.with_columns(looked.drop("correlation")).with_columns(
+    f = f.with_columns(looked).with_columns(
         pl.when(gpu)
         .then(pl.coalesce("l_pid", pl.lit(main_pid, pl.Int64)))
         .otherwise(pl.col("pid"))
         .alias("pid"),
         pl.when(_API_ROW)
-        .then(pl.col("l_graph"))
+        .then(apis.is_graph_launch(pl.col("name")))
         .when(gpu_work)
         .then(pl.col("l_graph").fill_null(False))
         .alias("graph"),
@@ -896,8 +906,10 @@ def _find_key_list(obj: Any, key: str, depth: int = 0) -> list[Any] | None:
 
 
 def _meta(path: Path, doc: dict[str, Any], reader: _Reader) -> TraceMeta:
-    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
-    md = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    dist: dict[str, Any] = doc.get("distributedInfo") or {}
+    md: dict[str, Any] = doc.get("metadata") or {}
+    dist = dist if isinstance(dist, dict) else {}
+    md = md if isinstance(md, dict) else {}
     torch = next(
         (
             doc[k]

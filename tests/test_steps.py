@@ -188,3 +188,17 @@ def test_steps_per_rank_in_a_folder_of_ranks(tmp_path):
     w = host.join(win, on=["rank", "step"])
     assert w.height == host.height
     assert ((w["start_ns"] >= w["w0"]) & (w["start_ns"] < w["w1"])).all()
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [("traces", "h200_decode_eager.kineto.json.gz"), (*HTA, "trace_diff", "test", "test.json.gz")],
+)
+def test_packed_search_equals_the_asof_join(parts):
+    # _by_time packs (rank, start) into one Int64 key; the as-of join is its fallback
+    from ccdiag.steps import _by_time, _by_time_asof
+
+    trace = api.load_trace(shared_path(*parts))
+    fast = _by_time(trace.events, trace.steps)
+    slow = _by_time_asof(trace.events.select("rank", "start_ns"), trace.steps)
+    assert fast.to_list() == slow.to_list()
