@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--phases", default="", help="run only these phases (comma list), e.g. treatment"
     )
+    p.add_argument("--no-record-shapes", action="store_true", help="profile without input shapes")
     p.add_argument(
         "--host-only-treatment",
         action="store_true",
