@@ -1,0 +1,104 @@
+"""Export: download the report as JSON, Markdown or HTML (the same files ``ccdiag report`` writes)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ccdiag.app import ids
+from ccdiag.app.jobs import Analyses
+from ccdiag.app.pages._common import entry_of
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+
+from ccdiag import api
+
+PAGE = {"path": "/export", "name": "Export", "title": "ccdiag · export", "order": 3}
+
+FORMATS = {ids.EXPORT_JSON: "json", ids.EXPORT_MD: "md", ids.EXPORT_HTML: "html"}
+MIME = {"json": "application/json", "md": "text/markdown", "html": "text/html"}
+
+
+def renderer_available() -> bool:
+    """Whether this ccdiag has the Markdown/HTML report renderers (``api.render_report``)."""
+    return callable(getattr(api, "render_report", None))
+
+
+def layout(**_: Any) -> html.Div:
+    rich = renderer_available()
+    note = (
+        None
+        if rich
+        else html.P(
+            "Markdown and HTML reports need ccdiag's report renderers (api.render_report), "
+            "which this version does not have yet; JSON is available.",
+            className="muted",
+        )
+    )
+    return html.Div(
+        [
+            html.H2("Export the report"),
+            html.P(id=ids.EXPORT_INFO),
+            html.Div(
+                [
+                    html.Button("Download JSON", id=ids.EXPORT_JSON, className="button"),
+                    html.Button(
+                        "Download Markdown", id=ids.EXPORT_MD, className="button", disabled=not rich
+                    ),
+                    html.Button(
+                        "Download HTML", id=ids.EXPORT_HTML, className="button", disabled=not rich
+                    ),
+                ],
+                className="buttons",
+            ),
+            note,
+            html.Div(id=ids.EXPORT_MSG, className="muted"),
+            dcc.Download(id=ids.EXPORT_DOWNLOAD),
+        ]
+    )
+
+
+def render(report: Any, fmt: str) -> str:
+    """The report in one format, through ccdiag's api."""
+    if fmt == "json":
+        render_report = getattr(api, "render_report", None)
+        return (
+            render_report(report, "json")
+            if callable(render_report)
+            else report.model_dump_json(indent=2)
+        )
+    return api.render_report(report, fmt)  # type: ignore[attr-defined]
+
+
+def filename(label: str, fmt: str) -> str:
+    """A download name from the pair's label."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._")[:60] or "pair"
+    return f"ccdiag-report-{stem}.{fmt}"
+
+
+def register(app: Dash, analyses: Analyses) -> None:
+    @app.callback(Output(ids.EXPORT_INFO, "children"), Input(ids.REPORT_STORE, "data"))
+    def _info(data: Any) -> Any:
+        e = entry_of(analyses, data)
+        return (
+            "No analysis loaded yet." if e is None else f"Report of {e.label}: {e.report.verdict}"
+        )
+
+    @app.callback(
+        Output(ids.EXPORT_DOWNLOAD, "data"),
+        Output(ids.EXPORT_MSG, "children"),
+        Input(ids.EXPORT_JSON, "n_clicks"),
+        Input(ids.EXPORT_MD, "n_clicks"),
+        Input(ids.EXPORT_HTML, "n_clicks"),
+        State(ids.REPORT_STORE, "data"),
+        prevent_initial_call=True,
+    )
+    def _download(_j: Any, _m: Any, _h: Any, data: Any) -> Any:
+        e = entry_of(analyses, data)
+        fmt = FORMATS.get(str(ctx.triggered_id))
+        if e is None or fmt is None:
+            return no_update, "No analysis loaded yet."
+        if fmt != "json" and not renderer_available():
+            return no_update, "This ccdiag has no Markdown/HTML renderer yet."
+        text = render(e.report, fmt)
+        name = filename(e.label, fmt)
+        return dcc.send_string(text, name, type=MIME[fmt]), f"downloaded {name}"

@@ -1,0 +1,82 @@
+"""Units people read (ns → µs/ms/s, bytes → KB/MB/GB, GB/s) and the mechanisms' labels.
+
+Plain Python (no Dash, no plotly): used by the figures, the pages and ``ccdiag.report``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+MECHANISM_LABELS: dict[str, str] = {
+    "launch_toll": "Kernel launch toll",
+    "serialized_copies": "Serialized copies",
+    "blocked_non_blocking": "Blocked non_blocking copies",
+    "encrypted_collectives": "Encrypted collectives",
+    "uvm_migration": "UVM migration",
+    "sync_stall": "Sync stalls",
+    "one_time_setup": "One-time setup",
+    "unattributed": "Unattributed",
+}
+
+MECHANISM_COLORS: dict[str, str] = {
+    "launch_toll": "#d62728",
+    "serialized_copies": "#1f77b4",
+    "blocked_non_blocking": "#ff7f0e",
+    "encrypted_collectives": "#9467bd",
+    "uvm_migration": "#8c564b",
+    "sync_stall": "#e377c2",
+    "one_time_setup": "#17becf",
+    "unattributed": "#9e9e9e",
+}
+
+RUN_LABELS = {"baseline": "baseline (CC off)", "treatment": "treatment (CC on)"}
+RUN_COLORS = {"baseline": "#4c78a8", "treatment": "#f58518"}
+
+
+def mechanism_label(mechanism: str) -> str:
+    """A mechanism id as people read it (the id itself when unknown)."""
+    return MECHANISM_LABELS.get(mechanism, mechanism.replace("_", " "))
+
+
+def fmt_ns(ns: float | None, signed: bool = False) -> str:
+    """A duration in the unit that reads best: ns, µs, ms or s (``—`` for None)."""
+    if ns is None:
+        return "—"
+    sign = "+" if signed and ns > 0 else ""
+    a = abs(ns)
+    if a < 1_000:
+        return f"{sign}{ns:.0f} ns"
+    if a < 1_000_000:
+        return f"{sign}{ns / 1e3:.1f} µs"
+    if a < 1_000_000_000:
+        return f"{sign}{ns / 1e6:.2f} ms"
+    return f"{sign}{ns / 1e9:.2f} s"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """A size in B, KB, MB or GB (decimal, as bandwidths are quoted)."""
+    if n is None:
+        return "—"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_gbps(gbps: float | None) -> str:
+    """A bandwidth in GB/s (bytes per ns)."""
+    return "—" if gbps is None else f"{gbps:.2f} GB/s"
+
+
+def fmt_share(share: float | None) -> str:
+    """A share of the step delta as a percentage."""
+    return "—" if share is None else f"{100 * share:.0f} %"
+
+
+def time_unit(values: Iterable[float | None]) -> tuple[float, str]:
+    """The divisor and unit (ns, µs, ms, s) that suit the largest of ``values`` (ns)."""
+    top = max((abs(v) for v in values if v is not None), default=0.0)
+    for div, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if top >= div:
+            return div, unit
+    return 1.0, "ns"
