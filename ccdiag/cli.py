@@ -404,6 +404,52 @@ def schema(
     _write_json(api.report_schema(), out)
 
 
+@app.command("app")
+def app_cmd(
+    baseline: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Argument(help="CC-off trace to open first (default: a shipped sample pair)."),
+    ] = None,
+    treatment: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Argument(help="CC-on trace to open first."),
+    ] = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", help="Address to bind; other machines can reach it if not 127.0.0.1."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 8050,
+    trace_dir: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--trace-dir", help="Folder of trace pairs the browser may pick from."),
+    ] = None,
+    max_upload_mb: Annotated[
+        float, typer.Option("--max-upload-mb", help="Largest upload accepted per side (MB).")
+    ] = 200.0,
+) -> None:
+    """Open the dashboard: overview, one page per mechanism, timeline, fixes, export.
+
+    Example: ccdiag app --trace-dir ./traces   (then open http://127.0.0.1:8050)
+    """
+    from ccdiag.app import create_app, run
+
+    if (baseline is None) != (treatment is None):
+        raise InputError(baseline or treatment, "give both BASELINE and TREATMENT, or neither")
+    for p in (baseline, treatment):
+        if p is not None and not p.exists():
+            raise InputError(p, "no such file or folder")
+    if trace_dir is not None and not trace_dir.is_dir():
+        raise InputError(trace_dir, "--trace-dir is not a folder")
+    sys.stderr.write(f"ccdiag app: http://{host}:{port}/\n")
+    run(
+        create_app(baseline, treatment, trace_dir=trace_dir, max_upload_mb=max_upload_mb),
+        host,
+        port,
+    )
+
+
 def main() -> None:
     """Entry point: runs the typer app, turning input errors into exit status 2."""
     try:
