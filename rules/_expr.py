@@ -156,15 +156,15 @@ def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
     if host_only or api.height == 0:
         rows = ev.filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_not_null())
         top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
-        top = top.sort("rank", "_score", descending=[False, True])
+        top = top.sort("rank", "_score", "pid", "tid", descending=[False, True, False, False])
         return top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
     work = api.with_columns(api_class().alias("cls")).filter(
         pl.col("cls").is_in(["launch", "copy", "sync"])
     )
     score = work.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
-    best = score.sort("rank", "_score", descending=[False, True]).unique(
-        "rank", keep="first", maintain_order=True
-    )
+    best = score.sort(
+        "rank", "_score", "pid", "tid", descending=[False, True, False, False]
+    ).unique("rank", keep="first", maintain_order=True)
     best = best.select("rank", pl.col("pid").alias("_pid"), pl.col("_score").alias("_best"))
     keep = score.join(best, on="rank").filter(
         (pl.col("pid") == pl.col("_pid")) & (pl.col("_score") >= share * pl.col("_best"))
@@ -979,7 +979,7 @@ def top_list(df: pl.DataFrame, by: str, n_rows: int = 5, **cols: pl.Expr) -> lis
     if df.height == 0:
         return []
     first = next(iter(cols))
-    g = df.group_by(by).agg(**cols).sort(first, descending=True).head(n_rows)
+    g = df.group_by(by).agg(**cols).sort([first, by], descending=[True, False]).head(n_rows)
     return [
         {
             k: (v[:120] if isinstance(v, str) else int(v) if isinstance(v, float) else v)
@@ -1037,7 +1037,7 @@ def host_slowdown(ev_b: pl.DataFrame, ev_t: pl.DataFrame) -> dict[str, Any]:
             "calls": r["n"],
             "median_ns": {"baseline": int(r["m"]), "treatment": int(r["m_t"])},
         }
-        for r in j.sort("n", descending=True).head(5).iter_rows(named=True)
+        for r in j.sort(["n", "name"], descending=[True, False]).head(5).iter_rows(named=True)
     ]
     return {"ratio": round(ratio, 3), "op_kinds": j.height, "ops": ops}
 

@@ -74,7 +74,7 @@ class KernelLaunchToll(Rule):
         lb, lt = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
-        apis = lt.select(ex.base_name())["name"].unique().to_list()
+        apis = sorted(lt.select(ex.base_name())["name"].unique().to_list())
         fits = {(a, c): ex.toll_fit(*(d.filter(ex.base_name() == a)[c] for d in (lb, lt)))
                 for a in apis for c in ("eff_ns", "gap_ns")}  # fmt: skip
         found = {k: f for k, f in fits.items() if f["toll_ns"] >= self.options.min_toll_ns}

@@ -119,7 +119,11 @@ def _top(ctx: RuleContext) -> list[dict]:
         return k.group_by("name").agg(pl.col("dur_ns").sum().alias("ns"))
 
     j = per(ctx.pair.baseline.gpu).join(per(ctx.pair.treatment.gpu), on="name", suffix="_t")
-    j = j.with_columns(pl.col("ns_t") - pl.col("ns")).sort("ns_t", descending=True).head(5)
+    j = (
+        j.with_columns(pl.col("ns_t") - pl.col("ns"))
+        .sort(["ns_t", "name"], descending=[True, False])
+        .head(5)
+    )
     return [
         {"kernel": r["name"][:100], "growth_ns": r["ns_t"], "baseline_ns": r["ns"]}
         for r in j.iter_rows(named=True)
