@@ -591,3 +591,22 @@ def test_when_workers_cannot_run_the_file_is_read_in_process(
     events = nsys_sqlite.read(EAGER, workers=2).events
     # assert
     assert events.equals(sequential)
+
+
+def test_event_syncs_have_no_stream_and_syncs_take_their_contexts_device(traces: dict) -> None:
+    """Quirks (nsys 2026.2, 2 GPUs): event syncs carry stream 0xFFFFFFFF (CUPTI's invalid id),
+    and every sync row says deviceId 0, also those of the process on GPU 1."""
+    # arrange
+    raw = rows(
+        MFU_BEFORE,
+        "SELECT count(*), sum(streamId = 4294967295), sum(deviceId = 0) "
+        "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    )[0]
+    ev = traces[MFU_BEFORE.name].events.filter(pl.col("kind") == "sync")
+    # act
+    by = ev.group_by("name").agg(pl.col("stream").null_count(), pl.len())
+    devices = ev.group_by("pid").agg(pl.col("device").unique()).sort("pid")
+    # assert
+    assert raw == (366, 133, 366)
+    assert dict((n, (s, k)) for n, s, k in by.rows())["cudaEventQuery"] == (133, 133)
+    assert devices["device"].to_list() == [[0], [1]]
