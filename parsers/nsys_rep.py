@@ -12,9 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ccdiag.parsers import _nsys_export, nsys_sqlite
-from ccdiag.parsers._nsys_export import HOW_TO_EXPORT, Progress
+from ccdiag.parsers._nsys_export import HOW_TO_EXPORT
 
 from ccdiag.errors import InputError
+from ccdiag.progress import Progress
 from ccdiag.schema import Trace
 
 __all__ = ["HOW_TO_EXPORT", "Progress", "export", "read"]
@@ -37,14 +38,16 @@ def read(path: str | Path, *, progress: Progress | None = None, **options: objec
 
     Args:
         path: the report.
-        progress: called with each line nsys prints while exporting.
+        progress: called with each line nsys prints while exporting (one argument), then
+            once per table part read (``ccdiag.progress``: task, done, total).
         **options: passed to :func:`ccdiag.parsers.nsys_sqlite.read` (``rank``, ``workers``).
 
     Returns:
         The trace; ``meta.format`` is ``nsys_rep`` and names the report, not the export.
     """
     rep = Path(path)
-    trace = nsys_sqlite.read(export(rep, progress=progress), **options)
+    sqlite = export(rep, progress=progress)
+    trace = nsys_sqlite.read(sqlite, progress=progress, **options)
     trace.meta = trace.meta.model_copy(
         update={
             "source": rep.name,

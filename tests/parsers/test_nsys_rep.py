@@ -49,6 +49,10 @@ def _fake_nsys(folder: Path, *, fail: bool = False, write: bool = True) -> tuple
     return script, calls
 
 
+def exports_name(rep: Path) -> str:
+    return next(rep.parent.glob("run.ccdiag-*.sqlite")).name
+
+
 def _calls(log: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
@@ -90,7 +94,7 @@ def test_nsys_on_path_exports_once_and_the_export_is_cached(
     monkeypatch.delenv("NSYS", raising=False)
     seen: list[str] = []
     # act
-    first = parsers.read(rep, progress=seen.append)
+    first = parsers.read(rep, progress=lambda *a: seen.append(a[0] if len(a) == 1 else a))
     second = nsys_rep.read(rep)
     # assert
     direct = nsys_sqlite.read(EAGER)
@@ -99,7 +103,8 @@ def test_nsys_on_path_exports_once_and_the_export_is_cached(
     assert first.meta.format == "nsys_rep" and first.meta.source == "run.nsys-rep"
     assert first.meta.files == ["run.nsys-rep"] and first.meta.size_bytes == rep.stat().st_size
     assert seen[0] == "Processing [report] with [exporter]..."
-    assert any(s.endswith("100% out.sqlite") for s in seen)
+    assert any(isinstance(s, str) and s.endswith("100% out.sqlite") for s in seen)
+    assert seen[-1][0] == f"reading {exports_name(rep)}" and seen[-1][1] == seen[-1][2]
     exports = sorted(p.name for p in rep.parent.glob("*.sqlite"))
     assert len(exports) == 1 and exports[0].startswith("run.ccdiag-")
 
