@@ -4,7 +4,8 @@
     python bench/bench_load.py --size-mb 200 --hta-size-mb 50 --nsys-size-mb 0   # quick
 
 Every measurement runs in a fresh subprocess (``--worker``), which reports its wall time for the
-load and its peak resident memory (``ru_maxrss``: interpreter and imports included; in
+load, the CPU time it used (all threads, and helper processes; less sensitive than wall time to
+other work on the machine) and its peak resident memory (``ru_maxrss``: interpreter and imports included; in
 parentheses the peak before the load started; a loader that starts helper processes, like the
 nsys reader, also gets the largest helper's peak). Rows:
 
@@ -42,12 +43,28 @@ def _peak_mb(who: int = resource.RUSAGE_SELF) -> float:
     return resource.getrusage(who).ru_maxrss / 1024  # Linux: KiB
 
 
+def _cpu() -> float:
+    """CPU seconds of this process (all threads) and of its finished helper processes."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return total
+
+
 def _work(kind: str, path: Path) -> dict[str, Any]:
-    """Run one load in this process; return seconds, rows and memory."""
+    """Run one load in this process; return seconds (wall and CPU), rows and memory."""
+    cpu0 = _cpu()
+    out = _load(kind, path)
+    out["cpu"] = _cpu() - cpu0 - out.pop("setup_cpu", 0.0)
+    return out
+
+
+def _load(kind: str, path: Path) -> dict[str, Any]:
     if kind in ("ccdiag", "ccdiag+steps", "nsys"):
         from ccdiag import api, parsers
 
-        base = _peak_mb()
+        base, setup = _peak_mb(), _cpu()
         t = time.perf_counter()
         trace = api.load_trace(path) if kind == "ccdiag+steps" else parsers.read(path)
         sec = time.perf_counter() - t
@@ -57,7 +74,7 @@ def _work(kind: str, path: Path) -> dict[str, Any]:
 
         import orjson
 
-        base = _peak_mb()
+        base, setup = _peak_mb(), _cpu()
         t = time.perf_counter()
         with open(path, "rb") as fh:
             data = fh.read()
@@ -74,7 +91,7 @@ def _work(kind: str, path: Path) -> dict[str, Any]:
         logging.disable(logging.WARNING)
         from hta.common.trace import parse_trace_file
 
-        base = _peak_mb()
+        base, setup = _peak_mb(), _cpu()
         t = time.perf_counter()
         _, df, _ = parse_trace_file(str(path))
         sec = time.perf_counter() - t
@@ -84,7 +101,7 @@ def _work(kind: str, path: Path) -> dict[str, Any]:
 
         from make_large import _NSYS_TABLES
 
-        base = _peak_mb()
+        base, setup = _peak_mb(), _cpu()
         t = time.perf_counter()
         con = sqlite3.connect(path)
         names = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
@@ -98,6 +115,7 @@ def _work(kind: str, path: Path) -> dict[str, Any]:
         raise SystemExit(f"unknown worker {kind}")
     children = _peak_mb(resource.RUSAGE_CHILDREN)  # helper processes, if the loader starts any
     return {
+        "setup_cpu": setup,
         "seconds": sec,
         "peak_mb": _peak_mb(),
         "baseline_mb": base,
@@ -127,6 +145,7 @@ def _runs(kind: str, path: Path, repeat: int, timeout: int) -> dict[str, Any]:
     return {
         "seconds": statistics.median(r["seconds"] for r in ok),
         "best": min(r["seconds"] for r in ok),
+        "cpu": statistics.median(r["cpu"] for r in ok),
         "peak_mb": max(r["peak_mb"] for r in ok),
         "baseline_mb": min(r["baseline_mb"] for r in ok),
         "children_mb": max(r.get("children_mb", 0.0) for r in ok),
@@ -164,18 +183,18 @@ def _ensure(kind: str, size_mb: float) -> Path:
 def _row(label: str, path: Path, r: dict[str, Any], ref: dict[str, Any] | None) -> str:
     size = f"{_uncompressed_mb(path):,.0f} MiB" + (" (.gz)" if path.suffix == ".gz" else "")
     if "error" in r:
-        return f"| {label} | {size} | {r['error']} | | | | |"
+        return f"| {label} | {size} | {r['error']} | | | | | |"
     ratio = ""
     if ref is not None and "error" not in ref and label != ref.get("label"):
-        ratio = f"{r['seconds'] / ref['seconds']:.1f}x"
+        ratio = f"{r['seconds'] / ref['seconds']:.1f}x / {r['cpu'] / ref['cpu']:.1f}x"
     mem_ratio = f"{r['peak_mb'] / _uncompressed_mb(path):.2f}"
     kids = r.get("children_mb", 0.0)
     peak = f"{r['peak_mb']:,.0f} ({r['baseline_mb']:,.0f})"
     if kids >= 1:
         peak += f" + helper processes {kids:,.0f} each"
     return (
-        f"| {label} | {size} | {r['seconds']:.2f} | {ratio} | {peak} | {mem_ratio} "
-        f"| {r['rows']:,} |"
+        f"| {label} | {size} | {r['seconds']:.2f} | {r['cpu']:.2f} | {ratio} | {peak} "
+        f"| {mem_ratio} | {r['rows']:,} |"
     )
 
 
@@ -224,9 +243,9 @@ def main() -> None:
             results[(label, nsys)] = {**_runs(kind, nsys, rep, a.timeout), "label": label}
 
     head = [
-        "| loader | file (uncompressed) | seconds | vs ccdiag | peak MB (before load) "
-        "| peak / file size | events or rows |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| loader | file (uncompressed) | wall s | CPU s | vs ccdiag (wall / CPU) "
+        "| peak MB (before load) | peak / file size | events or rows |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for (label, path), r in results.items():
         ref_label = {".sqlite": "ccdiag nsys", ".gz": "ccdiag .gz"}.get(path.suffix, "ccdiag")
@@ -249,12 +268,14 @@ def _ratios(results: dict[tuple[str, Path], dict[str, Any]], big: Path, small: P
     if "seconds" in c_big and "seconds" in o:
         out.append(
             f"- ccdiag vs orjson.loads on {_uncompressed_mb(big):,.0f} MiB: "
-            f"{o['seconds'] / c_big['seconds']:.1f}x faster"
+            f"{o['seconds'] / c_big['seconds']:.1f}x faster (wall), "
+            f"{o['cpu'] / c_big['cpu']:.1f}x less CPU"
         )
     if "seconds" in c_small and "seconds" in h:
         out.append(
-            f"- ccdiag vs HTA on {_uncompressed_mb(small):,.0f} MiB (HTA's size): "
-            f"{h['seconds'] / c_small['seconds']:.1f}x faster"
+            f"- ccdiag vs HTA on {_uncompressed_mb(small):,.0f} MiB: "
+            f"{h['seconds'] / c_small['seconds']:.1f}x faster (wall), "
+            f"{h['cpu'] / c_small['cpu']:.1f}x less CPU"
         )
     if "peak_mb" in c_big:
         out.append(

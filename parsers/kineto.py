@@ -358,7 +358,7 @@ class _Reader:
 
     def _count(self, reason: pl.Series) -> list[bool] | None:
         """Add skip reasons to the counts; return the keep mask (None: keep all)."""
-        if reason.null_count() == reason.len():
+        if reason.null_count() == len(reason):
             return None
         for r, n in reason.drop_nulls().value_counts().iter_rows():
             self.skipped[r] += n
@@ -367,29 +367,32 @@ class _Reader:
     def _columns(self, evs: list[Any]) -> pl.DataFrame:
         """Bulk column build (list comprehensions over Structs -> typed Series).
 
-        Args are extracted only on the rows that use them (``_ARG_ROWS``).
+        Args are extracted only on the rows that use them (``_ARG_SCOPE``). Few polars calls
+        per chunk: each one has a fixed cost that adds up over hundreds of chunks.
         """
         amap = self.amap
         n = len(evs)
         cats = amap.categories
-        cat = pl.Series([e.cat for e in evs], dtype=pl.String)
         df = pl.DataFrame(
             {
-                "kind": cat.replace_strict({c: s["kind"] for c, s in cats.items()}),
-                _GPU_ROW: cat.is_in([c for c, s in cats.items() if s.get("gpu")]),
+                "cat": pl.Series([e.cat for e in evs], dtype=pl.String),
                 "name": pl.Series([e.name for e in evs], dtype=pl.String, strict=False),
                 "pid": pl.Series([e.pid for e in evs], dtype=pl.Int64, strict=False),
                 "tid": pl.Series([e.tid for e in evs], dtype=pl.Int64, strict=False),
                 "ts": pl.Series([e.ts for e in evs], dtype=pl.Float64, strict=False),
                 "dur": pl.Series([e.dur for e in evs], dtype=pl.Float64, strict=False),
             }
+        ).with_columns(
+            pl.col("cat").replace_strict({c: s["kind"] for c, s in cats.items()}).alias("kind"),
+            pl.col("cat").is_in([c for c, s in cats.items() if s.get("gpu")]).alias(_GPU_ROW),
         )
-        del cat
+        scopes = _arg_scopes(amap)
+        masks = df.select([e.alias(str(k)) for k in scopes if (e := _scope_expr(k)) is not None])
         empty = amap.empty_args
         args = [e.args or empty for e in evs]
-        for scope, columns in _arg_scopes(amap).items():
-            expr = _scope_expr(scope)
-            rows = None if expr is None else df.select(expr).to_series().arg_true().to_list()
+        new = []
+        for scope, columns in scopes.items():
+            rows = None if scope is None else masks[str(scope)].arg_true().to_list()
             sub = args if rows is None else [args[i] for i in rows]
             for column, dtype in columns:
                 parts = [
@@ -399,29 +402,41 @@ class _Reader:
                 values = functools.reduce(lambda a, b: a.fill_null(b), parts)
                 if rows is not None:
                     values = pl.repeat(None, n, dtype=dtype, eager=True).scatter(rows, values)
-                df = df.with_columns(values.alias("a_" + column))
-        return df
+                new.append(values.alias("a_" + column))
+        return df.with_columns(new)
 
     def _finish_chunk(self, df: pl.DataFrame, evs: list[Any]) -> pl.DataFrame:
         """Time checks, kinds, GPU columns, copies, non_blocking and message sizes."""
         df = df.with_columns(
-            _us_to_ns(pl.col("ts")).alias("start_ns"), _us_to_ns(pl.col("dur")).alias("dur_ns")
+            _us_to_ns(pl.col("ts")).alias("start_ns"),
+            _us_to_ns(pl.col("dur")).alias("dur_ns"),
+            _time_reason(),
         )
-        keep = self._count(df.select(_time_reason()).to_series())
+        keep = self._count(df["reason"])
         if keep is not None:
             df = df.filter(pl.Series(keep))
             evs = list(compress(evs, keep))
-        df = df.with_columns(self._collective_kind(df), *_gpu_exprs())
-        df = df.with_columns(_copy_exprs(df))
+        names = (
+            df.lazy()
+            .filter(pl.col("kind").is_in(["kernel", "memcpy"]))
+            .select("kind", "name")
+            .unique()
+            .collect()
+        )
+        kernels = names.filter(pl.col("kind") == "kernel")["name"].to_list()
+        copies = names.filter(pl.col("kind") == "memcpy")["name"].to_list()
+        df = df.with_columns(self._collective_kind(kernels), *_gpu_exprs())
+        df = df.with_columns(_copy_exprs(copies))
         df = self._with_raw_derived(df, evs)
         return df.select([pl.col(c).cast(t) for c, t in _CHUNK_COLUMNS.items()])
 
-    def _collective_kind(self, df: pl.DataFrame) -> pl.Expr:
+    def _collective_kind(self, kernels: list[str]) -> pl.Expr:
         """Kernels whose name contains a collective substring (``nccl``) -> ``collective``."""
-        kernel = pl.col("kind") == "kernel"
-        names = df.filter(kernel)["name"].unique().to_list()
         subs = self.amap.collective_substrings
-        coll = [n for n in names if n and any(s in n.lower() for s in subs)]
+        coll = [n for n in kernels if n and any(s in n.lower() for s in subs)]
+        if not coll:
+            return pl.col("kind")
+        kernel = pl.col("kind") == "kernel"
         return (
             pl.when(kernel & pl.col("name").is_in(coll))
             .then(pl.lit("collective"))
@@ -438,10 +453,11 @@ class _Reader:
         )
         msg = pl.max_horizontal(in_n, out_n) * size
         names = df["name"]
+        rows = df.select(pl.col("name").is_in(list(amap.non_blocking_index)).arg_true())
         nb: list[bool | None] = [None] * df.height
-        for i in names.is_in(list(amap.non_blocking_index)).arg_true().to_list():
+        for i in rows.to_series().to_list():
             nb[i] = self._non_blocking(evs[i], names[i])
-        comms = pl.col("kind").is_in(["collective", "kernel"]) | (names == _RPC)
+        comms = pl.col("kind").is_in(["collective", "kernel"]) | (pl.col("name") == _RPC)
         return df.with_columns(
             pl.Series("non_blocking", nb, dtype=pl.Boolean),
             pl.when(comms)
@@ -593,77 +609,56 @@ _DEV_MEM = ["device", "array"]
 _MEMCPY_RE = r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?"
 
 
-def _copy_exprs(df: pl.DataFrame) -> list[pl.Expr]:
-    """copy_kind / src_mem / dst_mem from the memcpy names; direction from the memory kinds.
-
-    Parsed once per distinct name (a few per trace), then mapped onto the rows.
-    """
+def _copy_exprs(names: list[str]) -> list[pl.Expr]:
+    """copy_kind / src_mem / dst_mem of memcpy rows, from the distinct names of the chunk."""
     is_copy = pl.col("kind") == "memcpy"
-    names = df.filter(is_copy)["name"].unique().to_list()
-    parsed = pl.DataFrame({"name": names}, schema={"name": pl.String}).select(
-        "name", pl.col("name").str.extract_groups(_MEMCPY_RE).alias("p")
-    )
-    parsed = parsed.select(
-        "name",
-        label=pl.col("p").struct.field("1"),
-        src=_mem(pl.col("p").struct.field("2")),
-        dst=_mem(pl.col("p").struct.field("3")),
-    ).with_columns(kind=_direction(pl.col("label"), pl.col("src"), pl.col("dst")))
-    maps = {
-        c: dict(zip(parsed["name"].to_list(), parsed[c].to_list())) for c in ("kind", "src", "dst")
-    }
+    parsed = {n: copy_kinds(n) for n in names if n}
     name = pl.col("name")
-    return [
+    out = [
         pl.when(is_copy)
-        .then(name.replace_strict(maps["kind"], default=None, return_dtype=pl.String))
-        .alias("copy_kind"),
-        pl.when(is_copy)
-        .then(name.replace_strict(maps["src"], default=None, return_dtype=pl.String))
-        .alias("src_mem"),
-        pl.when(is_copy)
-        .then(name.replace_strict(maps["dst"], default=None, return_dtype=pl.String))
-        .alias("dst_mem"),
-        pl.when(is_copy | (pl.col("kind") == "memset")).then(pl.col("a_bytes")).alias("bytes"),
+        .then(
+            name.replace_strict(
+                {n: p[i] for n, p in parsed.items()}, default=None, return_dtype=pl.String
+            )
+        )
+        .alias(col)
+        for i, col in enumerate(("copy_kind", "src_mem", "dst_mem"))
     ]
+    memset = pl.col("kind") == "memset"
+    out.append(pl.when(is_copy | memset).then(pl.col("a_bytes")).alias("bytes"))
+    return out
 
 
-def _mem(kind: pl.Expr) -> pl.Expr:
-    return kind.str.to_lowercase().replace_strict(_MEM_KINDS, default="unknown")
+_MEMCPY = re.compile(_MEMCPY_RE)
 
 
-def _direction(label: pl.Expr, src: pl.Expr, dst: pl.Expr) -> pl.Expr:
-    """HtoD/DtoH/DtoD/HtoH from memory kinds; Managed counts as host when the label says D.
+@functools.lru_cache(maxsize=4096)
+def copy_kinds(name: str) -> tuple[str | None, str, str]:
+    """(copy_kind, src_mem, dst_mem) of a Kineto memcpy name, direction from the memory kinds.
 
-    Under CC a pinned H2D is reported as ``DtoD (Managed -> Device)``: the Managed side is the
-    host buffer. Unknown kinds keep the label's letter; PtoP stays PtoP.
+    ``Memcpy HtoD (Pinned -> Device)`` -> (HtoD, pinned, device). Under CC a pinned H2D is
+    reported as ``DtoD (Managed -> Device)``: a Managed side facing a device side is host
+    memory, so it is HtoD (and Device -> Managed is DtoH). Unknown kinds keep the label's
+    letter; PtoP stays PtoP.
     """
-    lab = label.fill_null("")
-    s_host = src.is_in(_HOST_MEM) | ((src == "managed") & (dst != "managed"))
-    d_host = dst.is_in(_HOST_MEM) | ((dst == "managed") & (src != "managed"))
-    s_dev = src.is_in(_DEV_MEM) | ((src == "managed") & (dst == "managed"))
-    d_dev = dst.is_in(_DEV_MEM) | ((dst == "managed") & (src == "managed"))
-    s = (
-        pl.when(s_host)
-        .then(pl.lit("H"))
-        .when(s_dev)
-        .then(pl.lit("D"))
-        .otherwise(lab.str.slice(0, 1))
-    )
-    d = (
-        pl.when(d_host)
-        .then(pl.lit("H"))
-        .when(d_dev)
-        .then(pl.lit("D"))
-        .otherwise(lab.str.slice(3, 1))
-    )
-    kind = s + pl.lit("to") + d
-    return (
-        pl.when(lab == "PtoP")
-        .then(pl.lit("PtoP"))
-        .when(kind.is_in(["HtoD", "DtoH", "DtoD", "HtoH"]))
-        .then(kind)
-        .otherwise(None)
-    )
+    m = _MEMCPY.match(name)
+    if m is None:
+        return None, "unknown", "unknown"
+    label, src_raw, dst_raw = m.group(1), m.group(2), m.group(3)
+    src = _MEM_KINDS.get((src_raw or "").lower(), "unknown")
+    dst = _MEM_KINDS.get((dst_raw or "").lower(), "unknown")
+    if label == "PtoP":
+        return "PtoP", src, dst
+
+    def side(kind: str, other: str, letter: str) -> str:
+        if kind in _HOST_MEM or (kind == "managed" and other != "managed"):
+            return "H"
+        if kind in _DEV_MEM or kind == "managed":
+            return "D"
+        return letter
+
+    kind = side(src, dst, label[:1]) + "to" + side(dst, src, label[3:4])
+    return (kind if kind in ("HtoD", "DtoH", "DtoD", "HtoH") else None), src, dst
 
 
 def _raw(value: Any) -> Any:
