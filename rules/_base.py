@@ -209,9 +209,16 @@ class RuleContext:
     def copies_t(self) -> pl.DataFrame:
         return ex.copy_table(self.calls_t) if not self.op_mode else self.calls_t.clear()
 
+    @cached_property
+    def _kinds(self) -> dict[str, set[str]]:
+        def of(s: Side) -> set[str]:
+            return set(s.trace.events["kind"].unique().cast(pl.String).to_list())
+
+        return {"b": of(self.pair.baseline), "t": of(self.pair.treatment)}
+
     def kinds(self, side: str) -> set[str]:
-        s = self.pair.baseline if side == "b" else self.pair.treatment
-        return set(s.trace.events["kind"].cast(pl.String).unique().to_list())
+        """Event kinds present in one run (``b`` or ``t``)."""
+        return self._kinds[side]
 
 
 class Rule:

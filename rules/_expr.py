@@ -245,7 +245,12 @@ def _extend_copies(ev: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
     An interposer that blocks or pads *around* the runtime call (an LD_PRELOAD emulator) leaves
     the traced call short and the wait in the op that issued it; the copy is over when that op is.
     """
+    copies = api.filter((pl.col("cls") == "copy") & pl.col("external_id").is_not_null())
+    if copies.height == 0:
+        return api
+    keys = copies.select("pid", "external_id").unique()
     ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+    ops = ops.join(keys, on=["pid", "external_id"], how="semi")
     if ops.height == 0:
         return api
     op_end = ops.group_by("pid", "external_id").agg(
@@ -989,8 +994,15 @@ def top_list(df: pl.DataFrame, by: str, n_rows: int = 5, **cols: pl.Expr) -> lis
     ]
 
 
-def _pure_host_ops(ev: pl.DataFrame) -> pl.DataFrame:
-    """cpu_ops that contain no CUDA API call (on their thread) and are no copy / sync op."""
+def _pure_host_ops(ev: pl.DataFrame, limit: int = 200_000) -> pl.DataFrame:
+    """cpu_ops that contain no CUDA API call (on their thread) and are no copy / sync op.
+
+    Only the first ``limit`` cpu_ops (by time) are looked at: a sample is enough for a ratio.
+    """
+    ops_all = ev.filter(pl.col("kind") == "cpu_op")
+    if ops_all.height > limit:
+        cut = ops_all["start_ns"].sort()[limit]
+        ev = ev.filter(pl.col("start_ns") < cut)
     api = (
         ev.filter(pl.col("kind").is_in(API_KINDS)).select("pid", "tid", "start_ns").sort("start_ns")
     )
