@@ -23,7 +23,9 @@ So ``n_events + sum(skipped) == len(traceEvents)``.
 Joins and derived columns:
 
 - Times: µs floats -> Int64 ns, integer and fraction parts converted separately so that large
-  epoch timestamps keep all the precision the double holds (no ``ts * 1000`` rounding).
+  epoch timestamps keep all the precision the double holds (no ``ts * 1000`` rounding): exact
+  ns for process-relative clocks (ts ~5e12 µs), within 125 ns for epoch-µs floats (~1.7e15,
+  where the double's spacing is 0.25 µs; HTA instead rounds such traces to whole µs).
 - GPU rows (kernel, collective, memcpy, memset, sync, GPU annotations): ``device`` and ``stream``
   from args (else Kineto's pid/tid), ``tid`` null, ``pid`` = the pid of the runtime/driver call
   with the same ``correlation`` (the launcher), else the trace's main host pid.
@@ -39,7 +41,10 @@ Joins and derived columns:
   External id; the innermost ``record_param_comms`` on the launching thread whose time span
   contains the launch call (older traces, where External ids do not link them). A
   ``record_param_comms`` without msg nelems falls back to its first input tensor (Input Dims x
-  Input type). The ``record_param_comms`` rows carry the same size in ``bytes``.
+  Input type). The ``record_param_comms`` rows carry the same size in ``bytes``. "Input Dims" /
+  "Input type" are *lazy* args (YAML ``lazy: true``): they would cost an object on every cpu_op,
+  so a second decode of a chunk's text reads them only when that chunk holds such a
+  ``record_param_comms``.
 """
 
 from __future__ import annotations

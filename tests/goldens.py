@@ -19,6 +19,13 @@ SHARED = TESTS / "data" / "shared"
 GOLDEN = TESTS / "golden"
 
 
+def shared_path(*parts: str) -> Path:
+    """A path under the vendored shared data (fails loudly when missing)."""
+    p = SHARED.joinpath(*parts)
+    assert p.exists(), f"missing test data {p}"
+    return p
+
+
 def _is_kineto(path: Path) -> bool:
     """A Chrome-trace JSON: it has a "traceEvents" key (searched in the first 8 MB)."""
     opener = gzip.open if path.suffix == ".gz" else open

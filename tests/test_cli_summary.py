@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import shared_path
+from goldens import shared_path
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

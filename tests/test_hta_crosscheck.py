@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from goldens import SHARED
 
 from ccdiag import api
 

@@ -13,7 +13,7 @@ import goldens
 import polars as pl
 import pytest
 from ccdiag.parsers import kineto
-from conftest import shared_path
+from goldens import shared_path
 
 from ccdiag import api
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from ccdiag.parsers import kineto
-from conftest import shared_path
+from goldens import shared_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal

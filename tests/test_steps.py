@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from conftest import shared_path
+from goldens import shared_path
 
 from ccdiag import api, parsers
 from ccdiag.errors import InputError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
-from conftest import shared_path
+from goldens import shared_path
 from rich.console import Console
 
 from ccdiag import api, apis
