@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html as _html
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -90,6 +91,19 @@ def _json_default(v: Any) -> Any:
 def _script_safe(text: str) -> str:
     """JSON that cannot close the surrounding ``<script>`` element."""
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def without_plotly_js(page: str) -> str:
+    """The page with the inlined plotly.js replaced by a one-line stand-in naming its version.
+
+    For goldens and diffs: the ~4.6 MB bundle is the installed plotly's, not ccdiag's output.
+    """
+    head = f'<script id="{PLOTLY_JS_ID}">\n'
+    start = page.index(head) + len(head)
+    end = page.index("\n</script>", start)
+    m = re.search(r"plotly\.js v[0-9][0-9A-Za-z.+-]*", page[start : start + 400])
+    version = m.group(0) if m else "plotly.js"
+    return page[:start] + f"/* {version} inlined here ({end - start:,} characters) */" + page[end:]
 
 
 def html_from_data(

@@ -1,0 +1,150 @@
+"""``ccdiag annotate``: the treatment trace with the diagnosis as tracks, valid Chrome-trace JSON
+that ccdiag itself reads back unchanged (the added events counted as skipped)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import SAMPLES
+
+from ccdiag import api
+from ccdiag.annotate import ANNOTATION_PID, CATEGORY
+
+EAGER = tuple(SAMPLES / "decode_eager" / f"{s}.json.gz" for s in ("baseline", "treatment"))
+NSYS = tuple(SAMPLES / "decode_eager_nsys" / f"{s}.sqlite" for s in ("baseline", "treatment"))
+DDP = tuple(SAMPLES / "ddp_2gpu_ctas2" / s for s in ("baseline", "treatment"))
+
+
+def _load(path: Path) -> dict:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        return json.load(fh)
+
+
+def _added(doc: dict) -> list[dict]:
+    return [e for e in doc["traceEvents"] if isinstance(e.get("pid"), int) and e["pid"] >= ANNOTATION_PID]  # fmt: skip
+
+
+def _threads(doc: dict) -> dict[int, str]:
+    return {e["tid"]: e["args"]["name"] for e in _added(doc) if e["name"] == "thread_name"}
+
+
+def test_kineto_treatment_gets_ccdiag_tracks_and_reads_back_unchanged(tmp_path: Path):
+    # arrange
+    out = tmp_path / "annotated.json.gz"
+    original = api.load_trace(EAGER[1])
+    # act
+    result = api.annotate(*EAGER, out)
+    doc = _load(out)
+    again = api.load_trace(out)
+    # assert: a valid trace with the original events plus ours
+    assert result["mode"] == "kineto-copy"
+    assert gzip.decompress(out.read_bytes())  # really gzip
+    added = _added(doc)
+    assert len(doc["traceEvents"]) == len(_load(EAGER[1])["traceEvents"]) + len(added)
+    assert Counter(e["ph"] for e in added) == Counter(result["added"])
+    mechanisms = [a.mechanism for a in result["report"].attribution]
+    assert list(_threads(doc).values()) == ["verdict", "steps", *mechanisms, "unattributed"]
+    names = {e["args"]["name"] for e in added if e["name"] == "process_name"}
+    assert names == {"ccdiag diagnosis"}
+    boundaries = [e for e in added if e["ph"] == "i"]
+    assert len(boundaries) == result["report"].step_ns.n_steps
+    finding = next(e for e in added if e["ph"] == "X" and e["tid"] == 3 and "evidence" in e["args"])
+    assert finding["args"]["evidence"]["launches_per_step"]["treatment"] > 100
+    assert all(e["cat"] == CATEGORY for e in added if e["ph"] != "M")
+    # ccdiag reads it back: same events, the added ones counted as skipped
+    assert again.events.equals(original.events)
+    assert again.steps.equals(original.steps)
+    extra = Counter(again.meta.skipped) - Counter(original.meta.skipped)
+    assert extra == Counter(
+        {
+            f"category:{CATEGORY}": result["added"]["X"],
+            "instant": result["added"]["i"],
+            "metadata": result["added"]["M"],
+        }  # fmt: skip
+    )
+
+
+def test_per_step_mechanism_events_add_up_to_the_partition(tmp_path: Path):
+    # arrange
+    out = tmp_path / "annotated.json"
+    # act
+    result = api.annotate(*EAGER, out)
+    doc = _load(out)
+    # assert: the per-step events of a mechanism carry exactly its per-step parts
+    report = result["report"]
+    tid = {name: tid for tid, name in _threads(doc).items()}
+    for att in report.attribution:
+        events = [e for e in _added(doc) if e["tid"] == tid[att.mechanism] and "ns" in e["args"]]
+        per_step = {s.index: s.parts[att.mechanism] for s in report.partition.per_step}
+        assert sum(e["args"]["ns"] for e in events) == sum(v for v in per_step.values() if v > 0)
+
+
+@pytest.mark.parametrize("pair", [NSYS, DDP], ids=["nsys-sqlite", "folder-of-ranks"])
+def test_non_kineto_inputs_become_a_chrome_trace_ccdiag_reads_back(pair: tuple[Path, Path], tmp_path: Path):  # fmt: skip
+    # arrange
+    out = tmp_path / "annotated.json"
+    original = api.load_trace(pair[1])
+    # act
+    result = api.annotate(*pair, out)
+    doc = _load(out)
+    again = api.load_trace(out)
+    # assert
+    assert result["mode"] == "from-events"
+    assert len(doc["traceEvents"]) == original.meta.n_events + sum(result["added"].values())
+    kinds = lambda t: t.events.group_by("kind").len().sort("kind")  # noqa: E731
+    assert kinds(again).equals(kinds(original))
+    assert again.events["dur_ns"].sum() == pytest.approx(original.events["dur_ns"].sum(), rel=1e-6)
+    assert again.meta.skipped.get(f"category:{CATEGORY}") == result["added"]["X"]
+    ranks = original.events["rank"].unique().to_list()
+    processes = {e["args"]["name"] for e in _added(doc) if e["name"] == "process_name"}
+    assert len(processes) == len(ranks)
+
+
+def test_annotate_cli_writes_stdout_and_reports_bad_input(tmp_path: Path):
+    # act
+    ok = subprocess.run(
+        [sys.executable, "-m", "ccdiag.cli", "annotate", *map(str, EAGER), "-o", "-", "-q"],
+        capture_output=True,
+        timeout=300,
+    )
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ccdiag.cli",
+            "annotate",
+            str(EAGER[0]),
+            str(tmp_path / "nope.json"),
+            "-o",
+            str(tmp_path / "x.json"),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # assert
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    assert _added(doc) and "deviceProperties" in doc
+    assert (
+        bad.returncode == 2
+        and bad.stderr.strip() == "ccdiag: error: nope.json: no such file or folder"
+    )
+
+
+def test_annotated_output_is_deterministic(tmp_path: Path):
+    # act
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    api.annotate(*NSYS, a)
+    api.annotate(*NSYS, b)
+    # assert
+    assert a.read_bytes() == b.read_bytes()
+    assert pl.Series(_load(a)["traceEvents"][:3]).len() == 3

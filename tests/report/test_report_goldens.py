@@ -1,0 +1,89 @@
+"""Golden Markdown / HTML / JSON reports of the sample pairs, byte for byte.
+
+Regenerate with ``python scripts/update_report_goldens.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import report_goldens as rg
+
+from ccdiag import api
+from ccdiag.report.html import PLOTLY_JS_ID
+
+CASES = [(name, fmt) for name in rg.PAIRS for fmt in rg.FORMATS]
+
+
+@pytest.mark.parametrize(("name", "fmt"), CASES, ids=[f"{n}.{f}" for n, f in CASES])
+def test_report_matches_golden(name: str, fmt: str):
+    # arrange
+    golden = rg.golden_path(name, fmt)
+    assert golden.exists(), f"missing {golden.name}: run python scripts/update_report_goldens.py"
+    # act
+    text = rg.render(name, fmt)
+    # assert
+    assert text == golden.read_text(encoding="utf-8"), (
+        f"{golden.name} changed: run python scripts/update_report_goldens.py and review the diff"
+    )
+
+
+def test_same_inputs_give_byte_identical_reports_across_diagnoses():
+    # arrange: two independent diagnoses of the same pair (the engine has tie-breaks to keep)
+    b, t = (rg.SAMPLES / p for p in rg.PAIRS["decode_eager"])
+    # act
+    first, second = api.diagnose(b, t), api.diagnose(b, t)
+    # assert
+    for fmt in rg.FORMATS:
+        assert api.render_report(first, fmt) == api.render_report(second, fmt), fmt
+
+
+def test_timestamp_only_when_asked():
+    # arrange
+    report = rg.report_of("decode_eager")
+    # act
+    plain = api.render_report(report, "json")
+    stamped = api.render_report(report, "json", timestamp="2026-01-02T03:04:05Z")
+    md = api.render_report(report, "md", timestamp="2026-01-02T03:04:05Z")
+    # assert
+    assert json.loads(plain)["generated_at"] is None
+    assert json.loads(stamped)["generated_at"] == "2026-01-02T03:04:05Z"
+    assert "generated 2026-01-02T03:04:05Z" in md
+    assert "2026" not in api.render_report(report, "md")
+
+
+def test_html_is_self_contained_with_plotly_inlined_once():
+    # arrange
+    report = rg.report_of("decode_eager")
+    # act
+    page = api.render_report(report, "html")
+    # assert
+    outside = rg.without_plotly_js(page)
+    assert page.count(f'<script id="{PLOTLY_JS_ID}">') == 1
+    assert len(page) - len(outside) > 1_000_000  # the bundle itself is in the page
+    assert "<script src" not in page and "cdn.plot.ly" not in outside and "https://" not in outside
+    assert outside.count("Plotly.newPlot(") == 4
+    assert "<details>" in outside and "Where the extra time goes" in outside
+
+
+def test_markdown_has_every_section():
+    # arrange
+    md = rg.golden_path("decode_eager", "md").read_text(encoding="utf-8")
+    # act
+    headings = [line for line in md.splitlines() if line.startswith("#")]
+    # assert
+    assert headings == [
+        "## ccdiag: CC slowdown diagnosis",
+        "### Per-step time",
+        "### Where the extra time goes",
+        "### Evidence",
+        "### Fixes, by predicted recovery",
+        "### Rules",
+        "### Skipped events",
+        "### Environment",
+        "### Warnings",
+    ]
+    assert md.count("<details>") == md.count("</details>") >= 3
+    for needle in ("fired", "clean", "skipped", "how predicted", "NVIDIA H200", "PyTorch"):
+        assert needle in md
