@@ -9,7 +9,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import SAMPLES, shared_path
 from factories import Workload
 
 from ccdiag import api
@@ -21,8 +20,10 @@ from ccdiag.schema import Trace
 from ccdiag.synthetic import write_kineto
 from ccdiag.verdict import Report
 
-EAGER = shared_path("traces", "h200_decode_eager.kineto.json.gz")
-GRAPH = shared_path("traces", "h200_decode_graph.kineto.json.gz")
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "sample_traces"
+EAGER = REPO / "tests" / "data" / "shared" / "traces" / "h200_decode_eager.kineto.json.gz"
+GRAPH = REPO / "tests" / "data" / "shared" / "traces" / "h200_decode_graph.kineto.json.gz"
 REQUIRED = {
     "schema_version",
     "baseline",

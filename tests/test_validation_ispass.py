@@ -10,10 +10,11 @@ from __future__ import annotations
 import subprocess
 import sys
 from functools import cache
+from pathlib import Path
 
 import pytest
-from conftest import REPO
 
+REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import validate_ispass as vi  # noqa: E402
 

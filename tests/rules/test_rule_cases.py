@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 from ccdiag.rules import find_rule
-from conftest import SHARED
 from factories import case_trace
 
 from ccdiag.engine import diagnose_pair
 from ccdiag.pairing import pair_traces
 
 CASES = Path(__file__).parent / "cases"
+SHARED = Path(__file__).resolve().parents[1] / "data" / "shared"
 
 
 def _cases() -> list[Any]:
