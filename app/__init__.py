@@ -107,7 +107,7 @@ def create_app(
         assets_folder=str(Path(__file__).resolve().parent / "assets"),
         suppress_callback_exceptions=True,
         title="ccdiag",
-        update_title=None,
+        update_title=None,  # type: ignore[arg-type]  # None: no "Updating..." title
     )
     for mod in PAGE_MODULES:
         dash.register_page(mod.__name__, layout=mod.layout, **mod.PAGE)
@@ -120,7 +120,7 @@ def create_app(
     callbacks.register(app, sources, analyses)
     # Uploads travel base64-encoded (4/3 of their size) in one request per side.
     app.server.config["MAX_CONTENT_LENGTH"] = int(sources.max_upload_bytes * 4 / 3) + (4 << 20)
-    app.ccdiag_sources, app.ccdiag_analyses = sources, analyses
+    app.ccdiag_sources, app.ccdiag_analyses = sources, analyses  # type: ignore[attr-defined]
     return app
 
 

@@ -70,7 +70,7 @@ def register(app: Dash, sources: Sources, analyses: Analyses) -> None:
     def _poll(_: Any, job_data: Any) -> Any:
         job = analyses.job((job_data or {}).get("job") if isinstance(job_data, dict) else None)
         if job is None:
-            return "", 0, HIDDEN, True, no_update
+            return "", "0", HIDDEN, True, no_update
         s = job.status()
         if s["state"] == "done":
             note = " (from the cache)" if s["cached"] else f" in {s['elapsed_s']:.1f} s"
@@ -82,9 +82,9 @@ def register(app: Dash, sources: Sources, analyses: Analyses) -> None:
                 {"key": s["key"], "label": s["label"]},
             )
         if s["state"] == "error":
-            return f"{s['label']}: {s['message']}", 0, HIDDEN, True, no_update
+            return f"{s['label']}: {s['message']}", "0", HIDDEN, True, no_update
         text = f"{s['label']}: {s['stage']}… ({s['elapsed_s']:.0f} s)"
-        return text, s["progress"], SHOWN, False, no_update
+        return text, str(s["progress"]), SHOWN, False, no_update
 
     @app.callback(
         Output(ids.PAIR_LABEL, "children"),

@@ -434,7 +434,7 @@ def gpu_idle_gaps(report: Any, series: Series = None) -> go.Figure:
                 fig.add_trace(_ecdf(vals, div, RUN_LABELS[run], RUN_COLORS[run]))
         fig.update_xaxes(type="log", title_text=f"idle gap between GPU activities ({unit})")
         fig.update_yaxes(title_text="share of gaps ≤ x")
-    else:
+    elif idle is not None:
         div, unit = time_unit([idle.baseline, idle.treatment])
         for run in RUNS:
             fig.add_bar(
@@ -508,12 +508,15 @@ def copy_latency(report: Any, series: Series = None) -> go.Figure:
         xs = sorted({min(xs_all), max(xs_all)})
         ys = _fit_line(fit, xs)
         if ys is not None:
-            bw = fmt_gbps(fit.get("gbps")) if fit.get("gbps") else "no size dependence fitted"
+            if fit.get("gbps"):
+                label = f"fit: {fmt_ns(fit['toll_ns'])} + bytes / {fmt_gbps(fit['gbps'])}"
+            else:
+                label = f"fit: {fmt_ns(fit['toll_ns'])} per copy (one size: no bandwidth fitted)"
             fig.add_scatter(
                 x=xs if len(xs) > 1 else [xs[0] / 2, xs[0] * 2],
                 y=[y / div for y in (ys if len(ys) > 1 else ys * 2)],
                 mode="lines",
-                name=f"{RUN_LABELS[run]} fit: {fmt_ns(fit['toll_ns'])} + bytes / ({bw})",
+                name=f"{RUN_LABELS[run]} {label}",
                 line={"color": RUN_COLORS[run], "dash": "dash"},
             )
     fig.update_xaxes(type="log", title_text="bytes per copy")

@@ -15,7 +15,7 @@ from ccdiag.app import ids
 from ccdiag.app.units import fmt_bytes, fmt_gbps, fmt_ns, fmt_share
 from dash import dcc, html
 
-GRAPH_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+GRAPH_CONFIG: Any = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
 
 def shell() -> html.Div:
@@ -52,7 +52,7 @@ def shell() -> html.Div:
                     html.Div(
                         [
                             html.Progress(
-                                id=ids.PROGRESS, max=1, value=0, style={"display": "none"}
+                                id=ids.PROGRESS, max="1", value="0", style={"display": "none"}
                             ),
                             html.Span(id=ids.STATUS, className="status", role="status"),
                         ],
@@ -81,7 +81,7 @@ def nav_links() -> list[Any]:
 
 def graph(fig: Any, gid: str | None = None) -> dcc.Graph:
     """A figure with the app's graph settings."""
-    kw = {"id": gid} if gid else {}
+    kw: Any = {"id": gid} if gid else {}
     return dcc.Graph(figure=fig, config=GRAPH_CONFIG, className="figure", **kw)
 
 
@@ -130,9 +130,18 @@ def _runs_text(key: str, v: Mapping[str, Any]) -> str:
             return f"{fmt_ns(x['p50'])} (p10–p90 {fmt_ns(x.get('p10'))} – {fmt_ns(x.get('p90'))})"
 
         return f"{one(b)} → {one(t)}"
-    if isinstance(b, (Mapping, list)) or isinstance(t, (Mapping, list)):
+    if isinstance(b, Mapping) or isinstance(t, Mapping):
+        return f"{_kv(b)} → {_kv(t)}"
+    if isinstance(b, list) or isinstance(t, list):
         return f"{json.dumps(b, default=str)} → {json.dumps(t, default=str)}"
     return f"{fmt_value(key, b)} → {fmt_value(key, t)}"
+
+
+def _kv(d: Any) -> str:
+    """A flat dict as ``key value, ...`` in readable units."""
+    if not isinstance(d, Mapping):
+        return fmt_value("", d)
+    return ", ".join(f"{k.replace('_', ' ')} {fmt_value(k, v)}" for k, v in d.items())
 
 
 def evidence_block(ev: Mapping[str, Any]) -> html.Div:
@@ -157,7 +166,7 @@ def evidence_block(ev: Mapping[str, Any]) -> html.Div:
         elif _is_runs(v):
             facts.append(html.Li([html.B(label + ": "), _runs_text(key, v)]))
         elif isinstance(v, Mapping):
-            facts.append(html.Li([html.B(label + ": "), json.dumps(v, default=str)]))
+            facts.append(html.Li([html.B(label + ": "), _kv(v)]))
         else:
             facts.append(html.Li([html.B(label + ": "), fmt_value(key, v)]))
     return html.Div([html.Ul(facts, className="facts"), *tables], className="evidence")

@@ -202,7 +202,7 @@ class Sources:
         if total > self.max_upload_bytes:
             raise SourceError(
                 f"{side} upload is {total / 1e6:.1f} MB; this server accepts up to "
-                f"{self.max_upload_bytes / 1e6:.0f} MB per side (ccdiag app --max-upload-mb). "
+                f"{self.max_upload_bytes / 1e6:g} MB per side (ccdiag app --max-upload-mb). "
                 "For larger traces start the app with --trace-dir DIR and pick the pair there."
             )
         files: dict[str, bytes] = {}

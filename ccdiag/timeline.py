@@ -156,7 +156,7 @@ def step_timeline(
         raise InputError("timeline", f"no aligned step {step_index} on rank {rank}")
     row = rows.row(step_index, named=True)
     ctx = RuleContext(pair)
-    out = {
+    out: dict[str, Any] = {
         "rank": int(rank),
         "index": int(step_index),
         "n_steps": rows.height,

@@ -25,7 +25,7 @@ def _top(report: Any) -> html.Div:
             "No mechanism explains a positive share of the delta.",
             id=ids.OV_TOP_MECHANISM,
             className="card top-mech",
-            **{"data-mechanism": ""},
+            **{"data-mechanism": ""},  # type: ignore[arg-type]
         )
     a = atts[0]
     return html.Div(
@@ -45,7 +45,7 @@ def _top(report: Any) -> html.Div:
         ],
         id=ids.OV_TOP_MECHANISM,
         className="card top-mech",
-        **{"data-mechanism": a.mechanism},
+        **{"data-mechanism": a.mechanism},  # type: ignore[arg-type]
     )
 
 

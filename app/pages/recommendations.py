@@ -62,7 +62,7 @@ def content(report: Any) -> list[Any]:
                     html.P([html.B("How the prediction was made: "), r.method]),
                 ],
                 className="card rec",
-                **{"data-fix": r.fix},
+                **{"data-fix": r.fix},  # type: ignore[arg-type]
             )
         )
     return [html.H2("Recommendations"), graph(figures.top_fixes(report, n=10)), *cards]

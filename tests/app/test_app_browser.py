@@ -1,0 +1,285 @@
+"""The dashboard in a real browser: Playwright drives Debian's Chromium against ``ccdiag app``.
+
+The server runs as a subprocess (``python -m ccdiag.cli app``) on a free port, with a trace
+folder holding a real pair whose kernel names carry an HTML payload, and an upload limit of
+0.5 MB. Screenshots go to ``test-artifacts/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PAYLOAD, REPO, SAMPLES, dominant_mechanism, write_payload_pair
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = REPO / "test-artifacts"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="chromium is not installed (apt-get install chromium; scripts/test.sh does)",
+    ),
+]
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``ccdiag app`` serving the shipped samples and a trace folder, on a free local port."""
+    trace_dir = tmp_path_factory.mktemp("traces")
+    write_payload_pair(trace_dir / "payload_names")
+    port = _free_port()
+    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")  # noqa: SIM115
+    cmd = [
+        sys.executable,
+        "-m",
+        "ccdiag.cli",
+        "app",
+        "--port",
+        str(port),
+        "--trace-dir",
+        str(trace_dir),
+        "--max-upload-mb",
+        "0.5",
+    ]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_dash-layout", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(f"ccdiag app did not start:\n{log.read()[-3000:]}")
+                time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh page (its own session storage) that fails the test on any JavaScript error."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    pg = ctx.new_page()
+    pg.errors, pg.dialogs = [], []
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.set_default_timeout(60_000)
+    yield pg
+    ctx.close()
+    assert not pg.errors, pg.errors
+
+
+def shot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def wait_for_pair(page: Any, label: str) -> None:
+    """Wait until the header names the pair and its analysis is loaded."""
+    sync_api.expect(page.locator("#pair-label")).to_have_text(label, timeout=90_000)
+
+
+def open_sample(page: Any, server: str, label: str) -> None:
+    page.goto(server + "/traces")
+    page.click("#sample-pick")
+    page.get_by_role("option", name=label, exact=True).click()
+    wait_for_pair(page, label)
+
+
+def top_mechanism(page: Any) -> str:
+    page.click("nav >> text=Overview")
+    top = page.locator("#overview-top-mechanism")
+    top.wait_for()
+    return top.get_attribute("data-mechanism")
+
+
+def test_overview_opens_on_the_default_sample_with_its_top_mechanism(
+    page: Any, server: str
+) -> None:
+    # act
+    page.goto(server + "/")
+    wait_for_pair(page, "decode_eager")
+    # assert
+    assert top_mechanism(page) == dominant_mechanism("decode_eager") == "launch_toll"
+    sync_api.expect(page.locator("#overview-step-time .gtitle")).to_contain_text("Step time")
+    sync_api.expect(page.locator("#overview-waterfall")).to_contain_text("Unattributed")
+    sync_api.expect(page.locator("#overview-fixes")).to_contain_text("cuda_graphs")
+    shot(page, "overview_decode_eager")
+
+
+@pytest.mark.parametrize("sample", ["kv_offload", "async_readback"])
+def test_overview_top_mechanism_is_the_ground_truths_dominant_one(
+    page: Any, server: str, sample: str
+) -> None:
+    # act
+    open_sample(page, server, sample)
+    # assert
+    assert top_mechanism(page) == dominant_mechanism(sample)
+    shot(page, f"overview_{sample}")
+
+
+def test_a_mechanism_page_renders_its_evidence(page: Any, server: str) -> None:
+    # arrange
+    open_sample(page, server, "kv_offload")
+    # act
+    page.click("nav >> text=Serialized copies")
+    # assert: the figures with what they measured, the fitted lines, the evidence tables
+    content = page.locator("#mechanism-content")
+    sync_api.expect(content.locator("h2")).to_contain_text("serialized_copies")
+    sync_api.expect(content).to_contain_text("Host↔device copy latency vs size")
+    sync_api.expect(content).to_contain_text("toll + bytes / bandwidth")
+    sync_api.expect(content.locator(".legendtext", has_text="fit:").first).to_be_visible()
+    sync_api.expect(content).to_contain_text("Copy concurrency across streams")
+    sync_api.expect(content.locator("h3", has_text="Evidence")).to_be_visible()
+    sync_api.expect(content.locator(".evidence table").first).to_be_visible()
+    shot(page, "mechanism_serialized_copies_kv_offload")
+
+
+def test_the_timeline_shows_one_aligned_step_of_both_runs(page: Any, server: str) -> None:
+    page.goto(server + "/")
+    wait_for_pair(page, "decode_eager")
+    page.click("nav >> text=Timeline")
+    graph = page.locator("#timeline-graph .js-plotly-plot")
+    graph.wait_for()
+    sync_api.expect(graph).to_contain_text("main thread: gap before launch")
+    sync_api.expect(graph).to_contain_text("treatment (CC on) · step")
+    sync_api.expect(page.locator("#timeline-info")).to_contain_text("launch_toll")
+    shot(page, "timeline_decode_eager")
+
+
+def test_an_uploaded_pair_is_analysed(page: Any, server: str) -> None:
+    # arrange
+    d = SAMPLES / "async_readback"
+    page.goto(server + "/traces")
+    # act
+    page.set_input_files("#upload-baseline input[type=file]", str(d / "baseline.json.gz"))
+    sync_api.expect(page.locator("#upload-message-baseline")).to_contain_text("received")
+    page.set_input_files("#upload-treatment input[type=file]", str(d / "treatment.json.gz"))
+    # assert
+    wait_for_pair(page, "upload: baseline.json.gz vs treatment.json.gz")
+    sync_api.expect(page.locator("#status-line")).to_contain_text("analysed")
+    assert top_mechanism(page) == dominant_mechanism("async_readback")
+    shot(page, "upload_async_readback")
+
+
+def test_an_upload_over_the_limit_is_refused_with_a_message(page: Any, server: str) -> None:
+    page.goto(server + "/traces")
+    page.set_input_files(
+        "#upload-baseline input[type=file]", str(SAMPLES / "decode_eager" / "baseline.json.gz")
+    )
+    msg = page.locator("#upload-message-baseline")
+    sync_api.expect(msg).to_contain_text("Too large: 0.9 MB")
+    sync_api.expect(msg).to_contain_text("up to 0.5 MB per side")
+    shot(page, "upload_too_large")
+
+
+def test_the_report_downloads(page: Any, server: str) -> None:
+    # arrange
+    page.goto(server + "/")
+    wait_for_pair(page, "decode_eager")
+    page.click("nav >> text=Export")
+    sync_api.expect(page.locator("#export-info")).to_contain_text("decode_eager")
+    # act
+    with page.expect_download() as dl:
+        page.click("#export-json")
+    path = dl.value.path()
+    # assert
+    report = json.loads(Path(path).read_text())
+    assert dl.value.suggested_filename == "ccdiag-report-decode_eager.json"
+    assert report["schema_version"] and report["attribution"][0]["mechanism"] == "launch_toll"
+    for button, ext, marker in (
+        ("#export-md", "md", "launch_toll"),
+        ("#export-html", "html", "<html"),
+    ):
+        if page.locator(button).is_enabled():
+            with page.expect_download() as dl2:
+                page.click(button)
+            assert dl2.value.suggested_filename.endswith("." + ext)
+            assert marker in Path(dl2.value.path()).read_text()
+    shot(page, "export")
+
+
+def test_trace_strings_render_as_text_not_html(page: Any, server: str) -> None:
+    # arrange: a pair from --trace-dir whose kernel names carry an <img onerror> payload
+    page.goto(server + "/traces")
+    page.click("#dir-pick")
+    page.get_by_role("option", name="payload_names", exact=True).click()
+    wait_for_pair(page, "payload_names")
+    # act: the launch-toll page lists the top kernels by name
+    page.click("nav >> text=Kernel launch toll")
+    cell = page.locator("#mechanism-content td", has_text=PAYLOAD).first
+    # assert: the literal text is visible, no <img> was made, no script ran
+    sync_api.expect(cell).to_be_visible()
+    assert page.locator("img[src=x]").count() == 0
+    # and in plotly's hover labels (the timeline's kernel names)
+    page.click("nav >> text=Timeline")
+    graph = page.locator("#timeline-graph .js-plotly-plot")
+    graph.wait_for()
+    page.evaluate(
+        """() => {
+        const gd = document.querySelector('#timeline-graph .js-plotly-plot');
+        const i = gd.data.findIndex(t => t.y.some(l => l.endsWith(': kernels')));
+        const j = gd.data[i].y.findIndex(l => l.endsWith(': kernels'));
+        Plotly.Fx.hover(gd, [{curveNumber: i, pointNumber: j}]);
+    }"""
+    )
+    sync_api.expect(page.locator(".hoverlayer")).to_contain_text(PAYLOAD)
+    assert page.locator("img[src=x]").count() == 0
+    shot(page, "payload_names_as_text")
+    time.sleep(0.5)
+    assert page.dialogs == []
+
+
+def test_the_chosen_pair_survives_a_reload(page: Any, server: str) -> None:
+    open_sample(page, server, "kv_offload")
+    page.reload()
+    wait_for_pair(page, "kv_offload")
+    assert top_mechanism(page) == "serialized_copies"

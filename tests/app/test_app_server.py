@@ -1,0 +1,227 @@
+"""The dashboard's server, driven through Dash's HTTP callback protocol with crafted payloads.
+
+A browser can send anything to ``/_dash-update-component``: these tests send what a hostile
+page would (paths instead of ids, forged upload tokens, oversize and path-named uploads) and
+check that the server refuses it without reading anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ccdiag.app import DEFAULT_HOST, create_app
+from conftest import SAMPLES
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    staging = tmp_path_factory.mktemp("staging")
+    app = create_app(max_upload_mb=0.2, staging_dir=staging)
+    app.staging = staging
+    return app
+
+
+def _dep(client: Any, output_part: str) -> dict[str, Any]:
+    deps = client.get("/_dash-dependencies").get_json()
+    return next(d for d in deps if output_part in d["output"])
+
+
+def _outputs(dep: dict[str, Any]) -> list[dict[str, str]]:
+    outs = []
+    for o in dep["output"].strip(".").split("..."):
+        cid, _, prop = o.rpartition(".")
+        outs.append({"id": cid, "property": prop})
+    return outs
+
+
+def call(app: Any, output_part: str, inputs: list[Any], state: list[Any] | None = None) -> Any:
+    """POST one callback the way the Dash renderer does; return the response JSON."""
+    client = app.server.test_client()
+    dep = _dep(client, output_part)
+    body = {
+        "output": dep["output"],
+        "outputs": _outputs(dep),
+        "inputs": [{**i, "value": v} for i, v in zip(dep["inputs"], inputs)],
+        "state": [{**s, "value": v} for s, v in zip(dep["state"], state or [])],
+        "changedPropIds": [f"{dep['inputs'][0]['id']}.{dep['inputs'][0]['property']}"],
+    }
+    r = client.post("/_dash-update-component", json=body)
+    assert r.status_code in (200, 204), r.data[:300]
+    return r.get_json() if r.status_code == 200 else {}
+
+
+def _status(resp: dict[str, Any]) -> str:
+    return resp["response"].get("status-line", {}).get("children", "")
+
+
+@pytest.mark.parametrize(
+    "request_data",
+    [
+        {"kind": "listed", "id": "/etc/passwd"},
+        {"kind": "listed", "id": "../../sample_traces/decode_eager"},
+        {"kind": "listed", "id": str(SAMPLES / "kv_offload" / "baseline.json.gz")},
+        {"kind": "listed", "id": ["s1", "s2"]},
+        {"kind": "path", "baseline": "/etc/passwd", "treatment": "/etc/passwd"},
+    ],
+)
+def test_a_path_instead_of_an_id_is_refused(server: Any, request_data: dict) -> None:
+    # act
+    resp = call(server, "job-store.data", [request_data], [None])
+    # assert: refused with a message; no job started
+    assert "job-store" not in resp["response"]
+    assert _status(resp) in ("unknown trace pair: choose one from the list", "bad request")
+
+
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        ("../../etc/passwd", "../../etc/passwd"),
+        ("0" * 32, "1" * 32),  # well formed, never handed out
+        ({"path": "/etc"}, None),
+    ],
+)
+def test_forged_upload_tokens_are_refused(server: Any, tokens: tuple) -> None:
+    req = {"kind": "upload", "baseline": tokens[0], "treatment": tokens[1]}
+    resp = call(server, "job-store.data", [req], [None])
+    assert "job-store" not in resp["response"]
+    assert _status(resp) == "unknown upload: upload the files again"
+
+
+def test_a_listed_id_starts_an_analysis(server: Any) -> None:
+    sid = server.ccdiag_sources.options("sample")[0]["value"]
+    resp = call(server, "job-store.data", [{"kind": "listed", "id": sid, "n": 1}], [None])
+    job = resp["response"].get("job-store", {}).get("data") or {}
+    cached = resp["response"].get("report-store")
+    assert job.get("job") or cached
+
+
+def _b64(data: bytes) -> str:
+    return "data:application/gzip;base64," + base64.b64encode(data).decode()
+
+
+def test_an_upload_with_a_path_as_its_name_is_stored_under_its_base_name(server: Any) -> None:
+    # arrange: a real trace, named like a path out of the staging folder
+    data = (SAMPLES / "async_readback" / "baseline.json.gz").read_bytes()
+    check = {"ok": True, "contents": [_b64(data)], "filenames": ["../../../../tmp/evil.json.gz"]}
+    # act
+    resp = call(server, "staged-store.data@", [check], [{}])
+    # assert
+    staged = resp["response"]["staged-store"]["data"]["baseline"]
+    assert staged["label"] == "evil.json.gz"
+    files = [p for p in Path(server.staging).rglob("*") if p.is_file()]
+    assert files and all(p.resolve().is_relative_to(Path(server.staging).resolve()) for p in files)
+    assert not Path("/tmp/evil.json.gz").exists()
+
+
+def test_an_oversize_upload_is_refused_by_the_server_too(server: Any) -> None:
+    # arrange: the browser's size check skipped (a crafted request claims ok)
+    data = (SAMPLES / "decode_eager" / "baseline.json.gz").read_bytes()  # 0.88 MB > 0.2 MB
+    check = {"ok": True, "contents": [_b64(data)], "filenames": ["baseline.json.gz"]}
+    # act
+    resp = call(server, "upload-message-treatment.children@", [check], [{}])
+    # assert
+    msg = next(v["children"] for k, v in resp["response"].items() if k.startswith("upload-message"))
+    assert msg.startswith("treatment upload is 0.9 MB; this server accepts up to 0.2 MB per side")
+    assert "--max-upload-mb" in msg and "staged-store" not in resp["response"]
+
+
+def test_requests_larger_than_the_upload_limit_are_cut_off(server: Any) -> None:
+    client = server.server.test_client()
+    big = b"x" * (server.server.config["MAX_CONTENT_LENGTH"] + 1)
+    r = client.post("/_dash-update-component", data=big, content_type="application/json")
+    assert r.status_code == 413
+
+
+def test_polling_an_unknown_job_reveals_nothing(server: Any) -> None:
+    resp = call(server, "status-progress.value", [1], [{"job": "../../etc/passwd"}])
+    assert resp["response"]["status-line"]["children"] == ""
+
+
+def test_binds_to_localhost_by_default() -> None:
+    import inspect
+
+    from ccdiag.app import run
+
+    from ccdiag import cli
+
+    assert DEFAULT_HOST == "127.0.0.1"
+    assert inspect.signature(run).parameters["host"].default == "127.0.0.1"
+    assert inspect.signature(cli.app_cmd).parameters["host"].default == "127.0.0.1"
+
+
+def test_a_repeated_pair_is_answered_from_the_cache(tmp_path: Path) -> None:
+    # arrange: the same bytes under another name and folder
+    from ccdiag.app.jobs import Analyses
+    from ccdiag.app.sources import Source
+
+    b, t = (
+        SAMPLES / "async_readback" / "baseline.json.gz",
+        SAMPLES / "async_readback" / "treatment.json.gz",
+    )
+    (tmp_path / "b.json.gz").write_bytes(b.read_bytes())
+    (tmp_path / "t.json.gz").write_bytes(t.read_bytes())
+    analyses = Analyses()
+    first = analyses.submit(Source("a", "a", "dir", b, t))
+    _wait(first)
+    # act
+    again = analyses.submit(Source("b", "b", "dir", tmp_path / "b.json.gz", tmp_path / "t.json.gz"))
+    _wait(again)
+    # assert
+    assert first.key == again.key and again.cached and not first.cached
+    assert analyses.cached_key(Source("a", "a", "dir", b, t)) == first.key
+
+
+def _wait(job: Any, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while job.state not in ("done", "error") and time.monotonic() < end:
+        time.sleep(0.05)
+    assert job.state == "done", job.message
+
+
+def test_a_bad_trace_ends_the_job_with_a_one_line_message(tmp_path: Path) -> None:
+    from ccdiag.app.jobs import Analyses
+    from ccdiag.app.sources import Source
+
+    bad = tmp_path / "baseline.json"
+    bad.write_text(json.dumps({"not": "a trace"}))
+    job = Analyses().submit(Source("x", "x", "dir", bad, bad))
+    end = time.monotonic() + 30
+    while job.state not in ("done", "error") and time.monotonic() < end:
+        time.sleep(0.05)
+    assert job.state == "error" and job.message.startswith("baseline.json:")
+    assert "\n" not in job.message and str(tmp_path) not in job.message
+
+
+def test_polling_reports_progress_until_the_report_is_ready(tmp_path: Path) -> None:
+    # arrange: a fresh server (nothing cached) and the default pair
+    app = create_app(staging_dir=tmp_path)
+    start = call(app, "job-store.data", [None], [None])
+    job = start["response"]["job-store"]["data"]
+    # act: poll the way the browser's interval does
+    seen, report = [], None
+    for n in range(600):
+        resp = call(app, "status-progress.value", [n], [job])["response"]
+        seen.append((resp["status-line"]["children"], float(resp["status-progress"]["value"])))
+        if "report-store" in resp:
+            report = resp["report-store"]["data"]
+            break
+        time.sleep(0.02)
+    # assert: stages in order, progress never goes back, the key of a loaded report at the end
+    assert report is not None and report["label"] == "decode_eager"
+    assert app.ccdiag_analyses.entry(report["key"]) is not None
+    values = [v for _, v in seen]
+    assert values == sorted(values)
+    texts = " ".join(t for t, _ in seen)
+    assert "parsing the" in texts or "hashing" in texts or len(seen) == 1
+    assert seen[-1][0].startswith("decode_eager: analysed in")
+    # a second request for the same pair is answered at once, from the cache
+    again = call(
+        app, "job-store.data", [{"kind": "listed", "id": app.ccdiag_sources.default.id}], [None]
+    )
+    assert again["response"]["report-store"]["data"]["key"] == report["key"]
+    assert "from the cache" in _status(again)
