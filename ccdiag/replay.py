@@ -171,9 +171,9 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
     base = np.where(new_blocking, d, base)
     launch = cls == "launch"
     if inj.launch_toll_in_gap:
-        gap = gap + np.where(launch, inj.launch_toll_ns, 0)
-    else:
-        d = d + np.where(launch, inj.launch_toll_ns, 0)
+        gap = np.maximum(gap + np.where(launch, inj.launch_toll_ns, 0), 0)
+    else:  # a negative toll (a counterfactual) never makes a call shorter than nothing
+        d = np.maximum(d + np.where(launch, inj.launch_toll_ns, 0), 0)
         base = np.where(launch, d, base)
     pad = np.zeros(n, dtype=np.int64)
     if inj.copy_toll_ns or inj.copy_gbps:

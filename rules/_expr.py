@@ -1080,3 +1080,21 @@ def step_totals(aligned: pl.DataFrame, b: pl.DataFrame, t: pl.DataFrame, col: st
         return df.group_by("rank", "step").agg(pl.col(col).sum(), pl.len().alias("n"))
 
     return aligned_delta(aligned, per(b), per(t), [col, "n"]).rename({"t_n": "n"})
+
+
+def replay_without_launch_toll(pair: Any, tolls: dict[str, int]) -> float | None:
+    """Counterfactual check: the treatment replayed (``ccdiag.replay``) with the fitted toll taken
+    off every launch (``tolls``: ``eff_ns`` in the call, ``gap_ns`` before it); the mean step
+    time saved over the aligned steps. None for large traces and host-only pairs."""
+    t = pair.treatment.trace
+    if pair.mode == "host_only" or not tolls or t.events.height > 300_000:
+        return None
+    from ccdiag.replay import Injection, replay  # late: ccdiag.replay imports this module
+
+    out = t
+    for col, toll in tolls.items():
+        out = replay(out, Injection(launch_toll_ns=-int(toll), launch_toll_in_gap=col == "gap_ns"))
+    steps = pair.aligned["t_step"].implode()
+    before = t.steps.filter(pl.col("step").is_in(steps))["dur_ns"]
+    after = out.steps.filter(pl.col("step").is_in(steps))["dur_ns"]
+    return float((before - after).mean() or 0.0)

@@ -105,7 +105,8 @@ class KernelLaunchToll(Rule):
         }  # fmt: skip
         conf = "high" if n >= 20 and ctx.slowdown["ratio"] < 1.2 else "medium"
         summary = f"{n} launches/step, ~{toll / 1e3:.1f} us toll each ({' + '.join(where)})"
-        return self.fired(pl.concat(cl), summary, ev, conf, launches=n, graphs=graphs)
+        tolls = {k[1]: f["toll_ns"] for k, f in found.items()}
+        return self.fired(pl.concat(cl), summary, ev, conf, launches=n, graphs=graphs, tolls=tolls)
 
     def _host_only(self, ctx: RuleContext) -> Outcome:
         led, b = ctx.ledger, ctx.pair.baseline
@@ -135,8 +136,13 @@ class KernelLaunchToll(Rule):
                 f"{n}. Published: B200 CUDA-graph decode 2500 -> 2589 us/step under CC (1.04x)."
             )
             how = f"attributed toll x launches removed ({n} launches -> 1 graph launch per step)"
+            replayed = ex.replay_without_launch_toll(ctx.pair, f.facts.get("tolls", {}))
+            if replayed is not None:
+                how += f"; replay of the treatment without the toll: {replayed / 1e3:.0f} us/step"
             return [recommendation("cuda_graphs", ns * (n - 1) / n, delta, text, how)]
         eager = max(n - graphs, 0)
+        if eager == 0:
+            return []
         text = (
             f"{eager} of {n} submissions per step are outside CUDA graphs: capture them too "
             "(fewer piecewise-graph splits, fuse the eager ops)."
