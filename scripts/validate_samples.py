@@ -53,6 +53,10 @@ class Row:
     def error(self) -> float | None:
         return (self.attributed - self.truth) / self.truth if self.truth else None
 
+    def close(self) -> bool:
+        """Within ±15 % of the truth, or off by at most 3 % of the pair's delta."""
+        return self.ok() or abs(self.attributed - self.truth) <= 0.03 * abs(self.delta)
+
     def ok(self) -> bool:
         e = self.error()
         inside = (
@@ -173,7 +177,7 @@ def others(r: Report, truth: set[str]) -> str:
 def table(
     title: str, kind: str, items: list[tuple[str, Report, dict[str, Any]]]
 ) -> tuple[str, dict[str, int]]:
-    score = {"ok": 0, "n": 0, "others_ok": 0, "unattr_ok": 0, "pairs": 0}
+    score = {"ok": 0, "close": 0, "n": 0, "others_ok": 0, "unattr_ok": 0, "pairs": 0}
     truth_head = "impact (95 % CI)" if kind == "emulated" else "Shapley truth"
     inj_head = "injected" if kind == "emulated" else "only-X impact"
     lines = [
@@ -201,6 +205,7 @@ def table(
             )
             score["n"] += 1
             score["ok"] += row.ok()
+            score["close"] += row.close()
         truth = {row.mechanism for row in rows}
         other = sum(abs(a.ns_per_step) for a in r.attribution if a.mechanism not in truth)
         total = abs(r.partition.total_ns_per_step) or 1
