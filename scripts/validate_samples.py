@@ -228,7 +228,8 @@ def render(emu: list, syn: list) -> str:
 
     def line(s: dict[str, int]) -> str:
         return (
-            f"{s['ok']} of {s['n']} injected mechanisms within ±15 % (or inside the truth's CI); "
+            f"{s['ok']} of {s['n']} injected mechanisms within ±15 % (or inside the truth's CI), "
+            f"{s['close']} of {s['n']} within ±15 % or ±3 % of the delta; "
             f"{s['others_ok']} of {s['pairs']} pairs with every non-injected mechanism < 3 %; "
             f"{s['unattr_ok']} of {s['pairs']} pairs with unattributed ≤ 10 %."
         )
