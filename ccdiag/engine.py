@@ -24,7 +24,7 @@ How the partition is built (per aligned step, then aggregated):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -213,7 +213,7 @@ def _ledger_rows(ctx: RuleContext, keep: np.ndarray) -> tuple[list[LedgerRow], l
     return rows, gpu
 
 
-def _confidence(f: Finding, pair: Pair) -> str:
+def _confidence(f: Finding, pair: Pair) -> Literal["low", "medium", "high"]:
     """The rule's confidence, lowered for host-only evidence and for deltas within the noise
     (single-step pairs keep the rule's: their per-event evidence is stronger than the assumed CI)."""
     if pair.mode == "host_only" or (
@@ -303,7 +303,7 @@ def diagnose_pair(
     atts: list[Attribution] = []
     for rule, f in fired:
         ns = means[f.mechanism]
-        recs = rule.recommend(ctx, f, ns, total)
+        fixes = rule.recommend(ctx, f, ns, total)
         atts.append(
             Attribution(
                 mechanism=f.mechanism,
@@ -313,7 +313,7 @@ def diagnose_pair(
                 confidence=_confidence(f, pair),
                 summary=f.summary,
                 evidence=f.evidence,
-                recommendations=recs,
+                recommendations=fixes,
                 spread=spread(per_mech[f.mechanism]),
                 parts={k: int(round(v[keep].mean())) for k, v in parts[f.mechanism].parts.items()},
             )
@@ -370,7 +370,7 @@ def diagnose_pair(
         recommendations=recs,
         warnings=warnings,
         notes=[*pair.dropped, *pair.notes],
-        mode=pair.mode,
+        mode="host_only" if pair.mode == "host_only" else "gpu",
         whole_program=pair.whole_program,
         partition=Partition(
             basis=basis,

@@ -105,7 +105,7 @@ class KernelLaunchToll(Rule):
         }  # fmt: skip
         conf = "high" if n >= 20 and ctx.slowdown["ratio"] < 1.2 else "medium"
         summary = f"{n} launches/step, ~{toll / 1e3:.1f} us toll each ({' + '.join(where)})"
-        tolls = {k[1]: f["toll_ns"] for k, f in found.items()}
+        tolls = {k[1]: fit["toll_ns"] for k, fit in found.items()}
         return self.fired(pl.concat(cl), summary, ev, conf, launches=n, graphs=graphs, tolls=tolls)
 
     def _host_only(self, ctx: RuleContext) -> Outcome:
