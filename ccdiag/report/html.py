@@ -1,10 +1,11 @@
 """The report as one self-contained HTML file with the dashboard's figures, for offline viewing.
 
 The text is the Markdown report (:mod:`ccdiag.report.markdown`) rendered to HTML, so the two
-never disagree; the figures come after the partition table. plotly.js is inlined once in the
-head (no CDN, no network), each figure is a ``<div>`` with a fixed id and one
-``Plotly.newPlot`` call. Figures come from ``ccdiag.app.figures.REPORT_FIGURES`` when the
-dashboard provides it, else from :mod:`ccdiag.report.figures` (see :func:`figure_set`).
+never disagree. The overview figures come after the partition table, each mechanism's evidence
+figures after the evidence. plotly.js is inlined once in the head (no CDN, no network); each
+figure is a ``<div>`` with a fixed id and one ``Plotly.newPlot`` call. The figures are the
+dashboard's (``ccdiag.app.figures``, pure ``Report -> go.Figure`` functions) when that module is
+installed, else the minimal set in :mod:`ccdiag.report.figures` (see :func:`report_figures`).
 
 Deterministic: no random ids, no dates unless ``generated_at`` is set.
 """
@@ -22,7 +23,7 @@ from markdown_it import MarkdownIt
 
 from ccdiag.report import markdown as md
 from ccdiag.report.canonical import canonical
-from ccdiag.report.figures import REPORT_FIGURES, FigureFn
+from ccdiag.report.figures import REPORT_FIGURES
 from ccdiag.verdict import Report
 
 PLOTLY_JS_ID = "plotly-js"
@@ -46,13 +47,44 @@ figure{margin:1em 0}
 """
 
 
-def figure_set() -> Sequence[tuple[str, FigureFn]]:
-    """The figures to embed: the dashboard's ``REPORT_FIGURES`` when it has them, else ours."""
+Figures = list[tuple[str, str, Any]]
+"""(group, title, figure): group ``overview`` or a mechanism id."""
+
+
+def _app_figures() -> Any:
+    """The dashboard's figure module (``ccdiag.app.figures``), or None when not installed."""
     try:
         from ccdiag.app import figures as app_figures
     except ImportError:
-        return REPORT_FIGURES
-    return getattr(app_figures, "REPORT_FIGURES", None) or REPORT_FIGURES
+        return None
+    return app_figures
+
+
+def report_figures(report: Report) -> Figures:
+    """The figures to embed, in order: the dashboard's when available, else ours.
+
+    ``ccdiag.app.figures.REPORT_FIGURES`` ((title, fn) pairs), when the dashboard defines it,
+    is used as is; otherwise its overview figures (step time, waterfall, top fixes, ledger) and
+    each attributed mechanism's figures (``mechanism_figures``). Without the dashboard module
+    (or without those functions): :data:`ccdiag.report.figures.REPORT_FIGURES`.
+    """
+    app = _app_figures()
+    custom = getattr(app, "REPORT_FIGURES", None)
+    overview = [
+        getattr(app, n, None) for n in ("step_time", "delta_waterfall", "top_fixes", "ledger")
+    ]
+    per_mechanism = getattr(app, "mechanism_figures", None)
+    if custom or not all(overview) or per_mechanism is None:
+        return [("overview", title, fn(report)) for title, fn in (custom or REPORT_FIGURES)]
+    out: Figures = [("overview", _title(f), f) for f in (fn(report) for fn in overview)]
+    for a in report.attribution:
+        out += [(a.mechanism, _title(f), f) for f in per_mechanism(report, a.mechanism)]
+    return out
+
+
+def _title(fig: Any) -> str:
+    text = getattr(getattr(fig.layout, "title", None), "text", None) or "figure"
+    return re.sub(r"<[^>]+>.*", "", str(text)).strip() or "figure"
 
 
 def plotly_js() -> str:
@@ -62,11 +94,10 @@ def plotly_js() -> str:
     return get_plotlyjs()
 
 
-def figures_html(report: Report, figures: Sequence[tuple[str, FigureFn]]) -> str:
-    """One ``<figure>`` per figure function: a div with a fixed id and its newPlot call."""
+def figures_html(figures: Sequence[tuple[str, Any]], first: int = 1) -> str:
+    """One ``<figure>`` per figure: a div with a fixed id and its ``Plotly.newPlot`` call."""
     out = []
-    for i, (title, fn) in enumerate(figures, 1):
-        fig = fn(report)
+    for i, (title, fig) in enumerate(figures, first):
         div_id = f"ccdiag-figure-{i}"
         spec = fig.to_plotly_json()
         data = json.dumps(spec.get("data", []), sort_keys=True, default=_json_default)
@@ -106,23 +137,40 @@ def without_plotly_js(page: str) -> str:
     return page[:start] + f"/* {version} inlined here ({end - start:,} characters) */" + page[end:]
 
 
-def html_from_data(
-    d: Mapping[str, Any], figures: Sequence[tuple[str, FigureFn]], *, plotly: str
-) -> str:
-    """The HTML page of canonical report data, with ``figures`` after the partition."""
+def _figure_sections(figures: Figures) -> tuple[str, str]:
+    """(overview section, per-mechanism section) HTML."""
+    overview = [(t, f) for g, t, f in figures if g == "overview"]
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for g, t, f in figures:
+        if g != "overview":
+            groups.setdefault(g, []).append((t, f))
+    head = ""
+    if overview:
+        head = (
+            '<section id="figures">\n<h3>Figures</h3>\n' + figures_html(overview) + "\n</section>"
+        )
+    parts, n = [], len(overview) + 1
+    for g, figs in groups.items():
+        parts.append(f"<h4><code>{_html.escape(g)}</code></h4>\n" + figures_html(figs, n))
+        n += len(figs)
+    tail = ""
+    if parts:
+        tail = '<section id="evidence-figures">\n<h3>Evidence figures</h3>\n' + "\n".join(parts) + "\n</section>"  # fmt: skip
+    return head, tail
+
+
+def html_from_data(d: Mapping[str, Any], figures: Figures, *, plotly: str) -> str:
+    """The HTML page of canonical report data: figures after the partition and the evidence."""
     renderer = MarkdownIt("commonmark", {"html": True}).enable("table")
-    report = Report.model_validate(d)
+    overview, per_mechanism = _figure_sections(figures)
+    after = {"attribution": overview, "evidence": per_mechanism}
     body = []
     for sid, fn in md.SECTIONS:
         text = fn(d)
         if text:
             body.append(f'<section id="{sid}">\n{renderer.render(text)}</section>')
-        if sid == "attribution" and figures:
-            body.append(
-                '<section id="figures">\n<h3>Figures</h3>\n'
-                + figures_html(report, figures)
-                + "\n</section>"
-            )
+        if after.get(sid):
+            body.append(after[sid])
     title = _html.escape(f"ccdiag: {d['verdict'] or 'diagnosis'}")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -152,4 +200,5 @@ def render_html(
         The HTML text (plotly.js inlined: about 4–5 MB).
     """
     d = canonical(report, keep_paths=keep_paths, timestamp=timestamp, sources=sources)
-    return html_from_data(d, figure_set(), plotly=plotly_js())
+    figures = report_figures(Report.model_validate(d))
+    return html_from_data(d, figures, plotly=plotly_js())

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import SAMPLES
 
 from ccdiag import api
 from ccdiag.annotate import ANNOTATION_PID, CATEGORY
 
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 EAGER = tuple(SAMPLES / "decode_eager" / f"{s}.json.gz" for s in ("baseline", "treatment"))
 NSYS = tuple(SAMPLES / "decode_eager_nsys" / f"{s}.sqlite" for s in ("baseline", "treatment"))
 DDP = tuple(SAMPLES / "ddp_2gpu_ctas2" / s for s in ("baseline", "treatment"))

@@ -11,7 +11,7 @@ import pytest
 import report_goldens as rg
 
 from ccdiag import api
-from ccdiag.report.html import PLOTLY_JS_ID
+from ccdiag.report.html import PLOTLY_JS_ID, report_figures
 
 CASES = [(name, fmt) for name in rg.PAIRS for fmt in rg.FORMATS]
 
@@ -63,8 +63,23 @@ def test_html_is_self_contained_with_plotly_inlined_once():
     assert page.count(f'<script id="{PLOTLY_JS_ID}">') == 1
     assert len(page) - len(outside) > 1_000_000  # the bundle itself is in the page
     assert "<script src" not in page and "cdn.plot.ly" not in outside and "https://" not in outside
-    assert outside.count("Plotly.newPlot(") == 4
+    assert outside.count("Plotly.newPlot(") == len(report_figures(report)) >= 4
     assert "<details>" in outside and "Where the extra time goes" in outside
+    assert 'id="figures"' in outside and 'id="evidence-figures"' in outside
+
+
+def test_html_falls_back_to_its_own_figures_without_the_dashboard(monkeypatch: pytest.MonkeyPatch):
+    # arrange: the dashboard package is not installed
+    import ccdiag.report.html as html_report
+
+    monkeypatch.setattr(html_report, "_app_figures", lambda: None)
+    report = rg.report_of("decode_eager")
+    # act
+    figures = report_figures(report)
+    page = api.render_report(report, "html")
+    # assert
+    assert [t for _, t, _ in figures] == [t for t, _ in html_report.REPORT_FIGURES]
+    assert rg.without_plotly_js(page).count("Plotly.newPlot(") == len(figures)
 
 
 def test_markdown_has_every_section():

@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 from ccdiag.parsers._nsys_meta import _ENV_KEYS, _SYSTEM_KEYS
-from conftest import SAMPLES, shared_path
 
 from ccdiag import api
 from ccdiag.report.canonical import scrub_text
 from ccdiag.report.html import without_plotly_js
 
-REAL_ENV = shared_path("traces", "h200_decode_eager.nsys.sqlite")  # unscrubbed environment
+TESTS = Path(__file__).resolve().parents[1]
+SAMPLES = TESTS.parent / "sample_traces"
+REAL_ENV = (
+    TESTS / "data" / "shared" / "traces" / "h200_decode_eager.nsys.sqlite"
+)  # real environment
 PAIRS = {
     "sample-vs-real-export": (SAMPLES / "decode_eager_nsys" / "baseline.sqlite", REAL_ENV),
     "sample-pair": tuple(
