@@ -212,7 +212,9 @@ def _sink(out: str | Path) -> Iterator[IO[bytes]]:
 def _open_text(path: Path) -> IO[bytes]:
     with open(path, "rb") as fh:
         magic = fh.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
 
 
 def _header_end(buf: bytearray) -> int | None:

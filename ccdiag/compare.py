@@ -71,7 +71,7 @@ def compare_shares(old: Report, new: Report, *, max_share_growth: float) -> list
     """
     a, b = _shares(old), _shares(new)
     mechs = sorted((set(a) | set(b)) - {UNATTRIBUTED})
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m in [*mechs, UNATTRIBUTED]:
         growth = round(100.0 * (b.get(m, 0.0) - a.get(m, 0.0)), 2)
         rows.append(
@@ -84,6 +84,10 @@ def compare_shares(old: Report, new: Report, *, max_share_growth: float) -> list
             }
         )
     rows.sort(
-        key=lambda r: (not r["exceeded"], r["mechanism"] == UNATTRIBUTED, -r["growth_points"])
+        key=lambda r: (
+            not r["exceeded"],
+            r["mechanism"] == UNATTRIBUTED,
+            -float(r["growth_points"]),
+        )
     )
     return rows

@@ -70,10 +70,10 @@ def report_figures(report: Report) -> Figures:
     """
     app = _app_figures()
     custom = getattr(app, "REPORT_FIGURES", None)
-    overview = [
+    overview: list[Any] = [
         getattr(app, n, None) for n in ("step_time", "delta_waterfall", "top_fixes", "ledger")
     ]
-    per_mechanism = getattr(app, "mechanism_figures", None)
+    per_mechanism: Any = getattr(app, "mechanism_figures", None)
     if custom or not all(overview) or per_mechanism is None:
         return [("overview", title, fn(report)) for title, fn in (custom or REPORT_FIGURES)]
     out: Figures = [("overview", _title(f), f) for f in (fn(report) for fn in overview)]
