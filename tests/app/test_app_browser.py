@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PAYLOAD, REPO, SAMPLES, dominant_mechanism, write_payload_pair
+from app_samples import PAYLOAD, REPO, SAMPLES, dominant_mechanism, write_payload_pair
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO / "test-artifacts"

@@ -8,8 +8,8 @@ import sys
 
 import plotly.graph_objects as go
 import pytest
+from app_samples import PAYLOAD, analysed, write_payload_pair
 from ccdiag.app import figures
-from conftest import PAYLOAD, analysed, write_payload_pair
 
 from ccdiag import api
 from ccdiag.verdict import MECHANISMS

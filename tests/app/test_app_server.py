@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app_samples import SAMPLES
 from ccdiag.app import DEFAULT_HOST, create_app
-from conftest import SAMPLES
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from app_samples import SAMPLES
 from ccdiag.app.sources import SourceError, Sources, discover, safe_name
-from conftest import SAMPLES
 
 
 def _sources(tmp_path: Path, limit: int = 10_000_000) -> Sources:

@@ -1,4 +1,8 @@
-"""Fixtures of the dashboard tests: analysed sample pairs (real traces), a payload pair."""
+"""Helpers of the dashboard tests: analysed sample pairs (real traces), a payload pair.
+
+A plain module, not a conftest.py: a second ``conftest`` module would shadow tests/conftest.py
+for the rest of the suite.
+"""
 
 from __future__ import annotations
 
