@@ -170,6 +170,94 @@ def run_phase(
     return times, counters
 
 
+def run_session(
+    wl: Any,
+    ctl: Any,
+    phases: list[tuple[str, list[str]]],
+    out: Path,
+    args: argparse.Namespace,
+    rank: int,
+    world: int,
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[dict]]]:
+    """All phases in ONE profiler session, in blocks of ``--block-steps`` steps, then split.
+
+    Round 0 runs the phases in the given order, later rounds shuffled. Returns per-phase step
+    times, per-phase per-block medians, and per-phase shim counters; writes ``<phase>.json.gz``
+    (``.rank<r>`` when distributed) for the baseline and treatment phases.
+    """
+    import torch
+
+    from ccdiag.emulate.split import split_trace
+    from ccdiag.profiling import Capture, scrub_trace_file
+
+    order = random.Random(1234)
+    blocks: list[tuple[str, list[str]]] = []
+    for r in range(args.rounds):
+        blocks += phases if r == 0 else order.sample(phases, len(phases))
+    n = len(blocks) * args.block_steps
+    tmp = out / ".session"
+    tmp.mkdir(parents=True, exist_ok=True)
+    cap = Capture(
+        tmp,
+        "session",
+        steps=n,
+        warmup=args.warmup,
+        rank=rank if world > 1 else None,
+        record_shapes=not args.no_record_shapes,
+    )
+    times: dict[str, list[int]] = {name: [] for name, _ in phases}
+    per_block: dict[str, list[int]] = {name: [] for name, _ in phases}
+    counters: dict[str, list[dict]] = {name: [] for name, _ in phases}
+    step_of: dict[str, list[int]] = {name: [] for name, _ in phases}
+    first = ctl.current_step()
+    gc.collect()
+    with cap:
+        for i in range(cap.total_steps):
+            k = i - args.warmup
+            name, mechs = blocks[k // args.block_steps] if k >= 0 else ("warmup", [])
+            if k < 0 or k % args.block_steps == 0:
+                ctl.set_mechanisms([m for m in mechs if m != "collective"])
+                if hasattr(wl, "collective_on"):
+                    wl.collective_on = "collective" in mechs
+                if world > 1:
+                    torch.distributed.barrier()
+            t0 = time.perf_counter_ns()
+            wl.step(i)
+            t1 = time.perf_counter_ns()
+            if k >= 0:
+                times[name].append(t1 - t0)
+                step_of[name].append(i)  # ProfilerStep#i
+                if (k + 1) % args.block_steps == 0:
+                    per_block[name].append(int(statistics.median(times[name][-args.block_steps :])))
+            cap.step()
+    all_counters = ctl.counters()["steps"]
+    for name in step_of:
+        counters[name] = [all_counters[first + i] for i in step_of[name]]
+    suffix = f".rank{rank}" if world > 1 else ""
+    keep = {
+        f"{name}{suffix}": step_of[name] for name in ("baseline", "treatment") if name in step_of
+    }
+    assert cap.trace_path is not None
+    for path in split_trace(cap.trace_path, keep, out).values():
+        scrub_trace_file(path)
+    meta = json.loads((tmp / f"session{suffix}.meta.json").read_text())
+    meta.pop("emulator_counters", None)
+    for name in ("baseline", "treatment"):
+        m = dict(
+            meta,
+            label=name,
+            profiled_steps=len(step_of[name]),
+            trace=f"{name}{suffix}.json.gz",
+            emulated_shim_mechanisms=[x for x in dict(phases)[name] if x != "collective"],
+            session="one profiler session, steps of every phase interleaved in blocks",
+        )
+        (out / f"{name}{suffix}.meta.json").write_text(json.dumps(m, indent=2) + "\n")
+    for f in tmp.iterdir():
+        f.unlink()
+    tmp.rmdir()
+    return times, per_block, counters
+
+
 def injected(counters: list[dict], mech: str) -> int:
     """Median per-step injected ns of one shim mechanism."""
     key = {
@@ -207,6 +295,15 @@ def main(argv: list[str] | None = None) -> int:
         "--phases", default="", help="run only these phases (comma list), e.g. treatment"
     )
     p.add_argument("--no-record-shapes", action="store_true", help="profile without input shapes")
+    p.add_argument(
+        "--session",
+        default="single",
+        choices=["single", "per-phase"],
+        help="one profiler session for all phases (split afterwards), or one per phase",
+    )
+    p.add_argument(
+        "--block-steps", type=int, default=10, help="steps per phase block (single session)"
+    )
     p.add_argument(
         "--host-only-treatment",
         action="store_true",
@@ -250,6 +347,16 @@ def main(argv: list[str] | None = None) -> int:
         phases += [(f"only_{m}", [m]) for m in mechs]
     if args.phases:
         phases = [ph for ph in phases if ph[0] in args.phases.split(",")]
+    if args.session == "single" and args.backend == "torch":
+        gc.disable()
+        times, per_round, counters = run_session(wl, ctl, phases, out, args, rank, world)
+        treat_counters = counters.get("treatment", [])
+        if args.host_only_treatment:
+            run_phase(wl, ctl, mechs, out, "treatment_host_only", args, rank, world, cpu_only=True)
+        gc.enable()
+        return write_truth(
+            args, platform, mechs, kw, times, per_round, treat_counters, ctl, rank, world, out
+        )
     times: dict[str, list[int]] = {name: [] for name, _ in phases}
     per_round: dict[str, list[int]] = {name: [] for name, _ in phases}
     treat_counters: list[dict] = []
@@ -270,12 +377,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.host_only_treatment:
         run_phase(wl, ctl, mechs, out, "treatment_host_only", args, rank, world, cpu_only=True)
     gc.enable()
+    return write_truth(
+        args, platform, mechs, kw, times, per_round, treat_counters, ctl, rank, world, out
+    )
+
+
+def write_truth(
+    args: argparse.Namespace,
+    platform: Any,
+    mechs: list[str],
+    kw: dict[str, Any],
+    times: dict[str, list[int]],
+    per_round: dict[str, list[int]],
+    treat_counters: list[dict],
+    ctl: Any,
+    rank: int,
+    world: int,
+    out: Path,
+) -> int:
+    """Write ground_truth.json (or timing_<backend>.json) from the phases' step times."""
     ctl.set_mechanisms([])
     calls = ctl.counters()["calls"]
     if "baseline" not in times or "treatment" not in times:
-        print("PHASES " + json.dumps({"per_round_median_ns": per_round, "record_shapes": not args.no_record_shapes}))
+        print("PHASES " + json.dumps({"per_round_median_ns": per_round}))
         return 0
     base = times["baseline"]
+    single = args.session == "single" and args.backend == "torch"
     truth = {
         "workload": {"name": args.workload, **kw},
         "platform": platform.to_dict(),
@@ -283,11 +410,17 @@ def main(argv: list[str] | None = None) -> int:
         "emulator_layer": args.layer,
         "rank": rank,
         "world_size": world,
-        "profiled_steps_per_phase": args.steps,
+        "profiled_steps_per_phase": len(base),
         "rounds": args.rounds,
+        "session": "single" if single else "per-phase",
         "step_ns": {name: spread(v) for name, v in times.items()},
-        "step_ns_median_per_round": per_round,
-        "shipped_pair": "round 0 (baseline then treatment, after one discarded warm-up phase)",
+        ("step_ns_median_per_block" if single else "step_ns_median_per_round"): per_round,
+        "shipped_pair": (
+            "all baseline and all treatment steps of one profiler session (blocks of "
+            f"{args.block_steps} steps, phases interleaved over {args.rounds} rounds)"
+            if single
+            else "round 0 (baseline then treatment, after one discarded warm-up phase)"
+        ),
         "delta_ns_per_step": diff_spread(base, times["treatment"]),
         "impact_ns_per_step": {
             MECH_IDS[m]: diff_spread(
