@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,14 @@ def create_app(
     return app
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def run(app: Any, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Serve the app (Flask's threaded server; bind to 127.0.0.1 unless told otherwise)."""
+    if host not in LOOPBACK:
+        sys.stderr.write(
+            f"ccdiag app: listening on {host}: anyone who can reach it can upload traces and "
+            "read the reports (there is no login); use --host 127.0.0.1 to keep it local\n"
+        )
     app.run(host=host, port=port, debug=False)

@@ -94,3 +94,10 @@ def test_step_timeline_of_a_host_only_treatment() -> None:
 def test_step_timeline_refuses_steps_that_do_not_exist(kv_pair, index: int, rank) -> None:  # noqa: ANN001
     with pytest.raises(InputError, match="no aligned step"):
         api.step_timeline(kv_pair, index, rank=rank)
+
+
+def test_step_timeline_of_the_second_rank() -> None:
+    d = SAMPLES / "ddp_2gpu_ctas2"
+    tl = api.step_timeline((d / "baseline", d / "treatment"), 1, rank=1)
+    assert tl["rank"] == 1
+    assert "encrypted_collectives" in tl["treatment"]["events"]["mechanism"]

@@ -195,6 +195,30 @@ def test_the_timeline_shows_one_aligned_step_of_both_runs(page: Any, server: str
     shot(page, "timeline_decode_eager")
 
 
+def test_recommendations_are_ranked_with_why_and_how(page: Any, server: str) -> None:
+    page.goto(server + "/")
+    wait_for_pair(page, "decode_eager")
+    page.click("nav >> text=Recommendations")
+    cards = page.locator(".card.rec")
+    sync_api.expect(cards.first).to_contain_text("#1")
+    sync_api.expect(cards.first).to_contain_text("How the prediction was made:")
+    sync_api.expect(cards.first).to_contain_text("Why: Kernel launch toll costs")
+    assert cards.first.get_attribute("data-fix") == "cuda_graphs"
+    shot(page, "recommendations_decode_eager")
+
+
+def test_the_traces_page_lists_samples_and_the_trace_folder(page: Any, server: str) -> None:
+    page.goto(server + "/traces")
+    page.click("#dir-pick")
+    sync_api.expect(page.get_by_role("option", name="payload_names", exact=True)).to_be_visible()
+    page.keyboard.press("Escape")
+    page.click("#sample-pick")
+    for label in ("decode_eager", "kv_offload", "ddp_2gpu"):
+        sync_api.expect(page.get_by_role("option", name=label, exact=True)).to_be_visible()
+    page.keyboard.press("Escape")
+    shot(page, "traces")
+
+
 def test_an_uploaded_pair_is_analysed(page: Any, server: str) -> None:
     # arrange
     d = SAMPLES / "async_readback"
