@@ -7,6 +7,7 @@ folder holding a real pair whose kernel names carry an HTML payload, and an uplo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -51,13 +52,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``ccdiag app`` serving the shipped samples and a trace folder, on a free local port."""
-    trace_dir = tmp_path_factory.mktemp("traces")
-    write_payload_pair(trace_dir / "payload_names")
+@contextlib.contextmanager
+def serve(trace_dir: Path, log_path: Path, *extra: str) -> Iterator[str]:
+    """Run ``ccdiag app`` on a free local port until the block ends; yield its URL."""
     port = _free_port()
-    log = open(tmp_path_factory.mktemp("log") / "server.log", "w+")  # noqa: SIM115
     cmd = [
         sys.executable,
         "-m",
@@ -67,30 +65,39 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         str(port),
         "--trace-dir",
         str(trace_dir),
-        "--max-upload-mb",
-        "0.5",
+        *extra,
     ]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_dash-layout", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    pytest.fail(f"ccdiag app did not start:\n{log.read()[-3000:]}")
-                time.sleep(0.25)
-        yield url
-    finally:
-        proc.terminate()
+    with open(log_path, "w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        url = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/_dash-layout", timeout=2):
+                        break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        pytest.fail(f"ccdiag app did not start:\n{log.read()[-3000:]}")
+                    time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``ccdiag app`` serving the shipped samples and a trace folder, upload limit 0.5 MB."""
+    trace_dir = tmp_path_factory.mktemp("traces")
+    write_payload_pair(trace_dir / "payload_names")
+    log = tmp_path_factory.mktemp("log") / "server.log"
+    with serve(trace_dir, log, "--max-upload-mb", "0.5") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -307,3 +314,51 @@ def test_the_chosen_pair_survives_a_reload(page: Any, server: str) -> None:
     page.reload()
     wait_for_pair(page, "kv_offload")
     assert top_mechanism(page) == "serialized_copies"
+
+
+@pytest.mark.slow
+def test_progress_is_shown_while_a_large_pair_is_parsed(browser: Any, tmp_path: Path) -> None:
+    # arrange: a 100 MB pair, tiled from the real kv_offload traces
+    pair = tmp_path / "traces" / "large_kv_offload"
+    for side in ("baseline", "treatment"):
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "bench" / "make_large.py"),
+                "kineto",
+                "--size-mb",
+                "100",
+                "--src",
+                str(SAMPLES / "kv_offload" / f"{side}.json.gz"),
+                "--out",
+                str(pair / f"{side}.json"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    with serve(tmp_path / "traces", tmp_path / "server.log") as url:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = ctx.new_page()
+        page.goto(url + "/traces")
+        page.click("#dir-pick")
+        page.get_by_role("option", name="large_kv_offload", exact=True).click()
+        # act: watch the status line while the pair is parsed
+        progress = page.locator("#status-progress")
+        sync_api.expect(progress).to_be_visible(timeout=30_000)
+        sync_api.expect(page.locator("#status-line")).to_contain_text("parsing the", timeout=30_000)
+        sync_api.expect(page.locator("#status-line")).to_contain_text(" %)", timeout=30_000)
+        shot(page, "progress_large_pair")
+        # assert: it ends with the report, and re-opening the pair is answered from the cache
+        wait_for_pair(page, "large_kv_offload")
+        sync_api.expect(progress).to_be_hidden()
+        assert top_mechanism(page) == "serialized_copies"
+        page.goto(url + "/traces")
+        page.click("#sample-pick")
+        page.get_by_role("option", name="kv_offload", exact=True).click()
+        wait_for_pair(page, "kv_offload")
+        page.click("#dir-pick")
+        page.get_by_role("option", name="large_kv_offload", exact=True).click()
+        sync_api.expect(page.locator("#status-line")).to_contain_text(
+            "from the cache", timeout=5_000
+        )
+        ctx.close()
