@@ -195,7 +195,7 @@ def run_session(
     for r in range(args.rounds):
         blocks += phases if r == 0 else order.sample(phases, len(phases))
     n = len(blocks) * args.block_steps
-    tmp = out / ".session"
+    tmp = out / (f".session.rank{rank}" if world > 1 else ".session")
     tmp.mkdir(parents=True, exist_ok=True)
     cap = Capture(
         tmp,
