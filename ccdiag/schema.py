@@ -153,6 +153,55 @@ def validate_events(df: pl.DataFrame) -> pl.DataFrame:
     return EventSchema.validate(df.select(list(EVENT_COLUMNS)), cast=True)
 
 
+#: Skip reason of a row that breaks a schema rule (first broken rule, in this order).
+_INVALID_REASONS: dict[str, str] = {
+    "kind|nullability": "invalid row: no kind",
+    "kind|dtype": "invalid row: unknown kind",
+    "name|nullability": "invalid row: no name",
+    "start_ns|nullability": "invalid row: no start time",
+    "dur_ns|nullability": "invalid row: no duration",
+    "duration_not_negative": "invalid row: negative duration",
+    "gpu_rows_have_a_stream": "invalid row: GPU row without a stream",
+    "rank|nullability": "invalid row: no rank",
+}
+
+
+def _reason(rule: str) -> str:
+    if rule in _INVALID_REASONS:
+        return _INVALID_REASONS[rule]
+    if rule.endswith("|dtype"):
+        return f"invalid row: {rule.split('|')[0]} out of range"
+    return f"invalid row: {rule}"
+
+
+def filter_events(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Validate (and cast) like :func:`validate_events`, dropping the rows that break the schema.
+
+    The parsers' last line of defence: a row a parser let through although it breaks a schema
+    rule (a negative duration, a GPU row without a stream, a value out of its column's range)
+    is skipped and counted instead of failing the whole trace.
+
+    Returns:
+        The valid rows, and the dropped rows counted by reason (``invalid row: ...``; one
+        reason per row: the first rule it breaks).
+    """
+    good, failure = EventSchema.filter(df.select(list(EVENT_COLUMNS)), cast=True)
+    if good.height == df.height:
+        return good, {}
+    details = failure.details()
+    rules = [c for c in details.columns if c not in EVENT_COLUMNS]
+    # a failed cast makes the other rules of its row "unknown": report casts first
+    order = [r for r in rules if r.endswith("|dtype")]
+    order += [r for r in _INVALID_REASONS if r in rules and r not in order]
+    order += [r for r in rules if r not in order]
+    reason = pl.coalesce(
+        [pl.when(pl.col(r) == "invalid").then(pl.lit(_reason(r))) for r in order]
+        + [pl.lit("invalid row")]
+    )
+    counts = details.select(reason.alias("r"))["r"].value_counts()
+    return good, {str(r): int(n) for r, n in counts.iter_rows()}
+
+
 class TraceMeta(BaseModel):
     """Facts about one trace (or one folder of per-rank traces)."""
 

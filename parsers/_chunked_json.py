@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from ccdiag.errors import InputError
+from ccdiag.limits import Budget
 
 T = TypeVar("T")
 
@@ -48,7 +49,11 @@ def _iter_plain(path: Path, block: int) -> Iterator[bytes]:
 
 
 def _iter_gzip(path: Path, block: int) -> Iterator[bytes]:
-    """Decompress a (possibly multi-member) gzip file in blocks of at most ``block`` bytes."""
+    """Decompress a (possibly multi-member) gzip file in blocks of at most ``block`` bytes.
+
+    Stops with an InputError once the file inflates past ``ccdiag.limits`` (a gzip bomb).
+    """
+    budget = Budget(path)
     with open(path, "rb") as fh:
         dec = zlib.decompressobj(wbits=31)
         fed = False
@@ -61,6 +66,7 @@ def _iter_gzip(path: Path, block: int) -> Iterator[bytes]:
                 fed = True
                 out = dec.decompress(data, block)
                 if out:
+                    budget.add(len(out))
                     yield out
                 if dec.eof:
                     data = dec.unused_data
@@ -69,6 +75,7 @@ def _iter_gzip(path: Path, block: int) -> Iterator[bytes]:
                     data = dec.unconsumed_tail
         if fed and not dec.eof:
             while out := dec.decompress(b"", block):
+                budget.add(len(out))
                 yield out
             raise EOFError("compressed file ended before the end-of-stream marker")
 

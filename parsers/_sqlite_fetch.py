@@ -60,14 +60,43 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 def fetch(con: sqlite3.Connection, sql: str, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
-    """Run one query; build the frame BATCH_ROWS rows at a time (raises sqlite3 errors)."""
+    """Run one query; build the frame BATCH_ROWS rows at a time (raises sqlite3 errors).
+
+    SQLite columns have no enforced type: a value of the wrong type (text or a blob where an
+    integer belongs, a real) becomes null (a real: its integer part), so that a damaged file
+    costs the rows that need the value, not the whole read.
+    """
     frames = []
     cur = con.execute(sql)
     while rows := cur.fetchmany(BATCH_ROWS):
-        frames.append(pl.DataFrame(rows, schema=dict(schema), orient="row"))
+        try:
+            frames.append(pl.DataFrame(rows, schema=dict(schema), orient="row"))
+        except (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError):
+            frames.append(pl.DataFrame(_coerce(rows, schema), schema=dict(schema), orient="row"))
     if not frames:
         return pl.DataFrame(schema=dict(schema))
     return pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _coerce_value(v: object, dtype: pl.DataType) -> object:
+    if dtype == pl.String:
+        return v if isinstance(v, str) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            return None
+        v = int(v)
+    return v if _INT64[0] <= v <= _INT64[1] else None
+
+
+def _coerce(rows: list[tuple], schema: Mapping[str, pl.DataType]) -> list[tuple]:
+    """Rows with every value of the wrong type replaced by None (the slow path)."""
+    types = list(schema.values())
+    return [tuple(_coerce_value(v, t) for v, t in zip(row, types)) for row in rows]
 
 
 def _rowid_range(con: sqlite3.Connection, table: str) -> tuple[int, int] | None:

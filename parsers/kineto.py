@@ -70,7 +70,7 @@ from ccdiag.parsers._chunked_json import ArrayChunks
 from ccdiag import apis
 from ccdiag.errors import InputError
 from ccdiag.progress import Progress, uncompressed_size
-from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, validate_events
+from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, filter_events
 
 MAP_FILE = Path(__file__).with_name("kineto_args_v1.yaml")
 _RPC = "record_param_comms"
@@ -235,12 +235,13 @@ def read(
     if reader.total == reader.skipped.get("malformed event", 0):
         raise InputError(p, "traceEvents holds no event objects: not a trace")
     meta = _meta(p, doc, reader)
-    events = _link(frames, meta.rank or 0)
+    events, invalid = filter_events(_link(frames, meta.rank or 0))
     del frames
+    meta.skipped = dict(sorted((Counter(meta.skipped) + Counter(invalid)).items()))
     meta.n_events = events.height
     meta.host_only = events.filter(pl.col("device").is_not_null()).is_empty()
     meta.gpu, meta.gpus = _gpu_names(doc, events)
-    return Trace(events=validate_events(events), meta=meta)
+    return Trace(events=events, meta=meta)
 
 
 def _with_progress(

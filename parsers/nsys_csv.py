@@ -38,7 +38,9 @@ missing: kernel and copy times are unknown) or GPU activity only (no host side).
 from __future__ import annotations
 
 import gzip
+import io
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +50,8 @@ from ccdiag.parsers.nsys_sqlite import assign_ranks, conform
 
 from ccdiag import apis
 from ccdiag.errors import InputError
-from ccdiag.schema import Trace, TraceMeta, validate_events
+from ccdiag.limits import Budget
+from ccdiag.schema import Trace, TraceMeta, filter_events
 
 #: Report kind -> the names ``nsys stats`` has used for it (current first).
 REPORTS: dict[str, tuple[str, ...]] = {
@@ -119,9 +122,26 @@ def find_set(path: Path) -> CsvSet | None:
 
 def _open_text(path: Path) -> list[str]:
     """The first lines of a report (decompressed)."""
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    opener = gzip.open if _is_gzip(path) else open
     with opener(path, "rt", encoding="utf-8-sig", errors="replace") as fh:  # type: ignore[operator]
         return [fh.readline() for _ in range(50)]
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _inflate(path: Path) -> io.BytesIO:
+    """A gzip report's text, inflated within ``ccdiag.limits`` (polars would inflate any size)."""
+    budget = Budget(path)
+    out = io.BytesIO()
+    with gzip.open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            budget.add(len(block))
+            out.write(block)
+    out.seek(0)
+    return out
 
 
 def _read_report(path: Path) -> pl.DataFrame:
@@ -136,8 +156,11 @@ def _read_report(path: Path) -> pl.DataFrame:
             path, "not an nsys stats CSV report (no 'Start (ns)' or 'Time (%)' header)"
         )
     try:
-        df = pl.read_csv(path, infer_schema=False, skip_rows=skip, encoding="utf8-lossy")
-    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError, OSError) as exc:
+        source = _inflate(path) if _is_gzip(path) else path
+        df = pl.read_csv(source, infer_schema=False, skip_rows=skip, encoding="utf8-lossy")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"cannot read: {exc}") from None
+    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as exc:
         raise InputError(path, f"malformed CSV ({str(exc).splitlines()[0]})") from None
     return df.rename(lambda c: c.lstrip("\ufeff"))
 
@@ -150,6 +173,10 @@ def _need(df: pl.DataFrame, path: Path, *cols: str) -> None:
 
 def _int(col: str) -> pl.Expr:
     return pl.col(col).str.strip_chars().cast(_I64, strict=False)
+
+
+def _as_int(expr: pl.Expr) -> pl.Expr:
+    return expr.str.strip_chars().cast(_I64, strict=False)
 
 
 def _float(col: str) -> pl.Expr:
@@ -172,7 +199,7 @@ def read_api(path: Path, skipped: dict[str, int]) -> pl.DataFrame:
     """``cuda_api_trace``: one host API call per row."""
     df = _read_report(path)
     _need(df, path, "Start (ns)", "Duration (ns)", "Name")
-    corr = _int("CorrID") if "CorrID" in df.columns else _int("CorrId")
+    corr = _as_int(_col(df, "CorrID", "CorrId"))
     df = df.select(
         _int("Start (ns)").alias("start_ns"),
         _int("Duration (ns)").alias("dur_ns"),
@@ -206,7 +233,7 @@ def _bytes(df: pl.DataFrame) -> pl.Expr:
     throughput x duration is within 16 B of the true size while 'Bytes (MB)' is within 500 B;
     from 1 MB up nsys's throughput drifts (up to 1 kB off at 4 MiB) and 'Bytes (MB)' is better.
     """
-    mb = _float("Bytes (MB)") * 1e6
+    mb = _col(df, "Bytes (MB)").str.strip_chars().cast(pl.Float64, strict=False) * 1e6
     tp = _col(df, "Throughput (MB/s)", "Throughput (MBps)")
     refined = tp.str.strip_chars().cast(pl.Float64, strict=False) * _float("Duration (ns)") / 1e3
     ok = refined.is_not_null() & (mb < 1e6) & ((refined - mb).abs() <= 500.5)
@@ -234,7 +261,7 @@ def read_gpu(path: Path, skipped: dict[str, int]) -> pl.DataFrame:
         name.alias("name"),
         _int("Start (ns)").alias("start_ns"),
         _int("Duration (ns)").alias("dur_ns"),
-        _no_zero(_int("CorrId") if "CorrId" in df.columns else _int("CorrID")).alias("correlation"),
+        _no_zero(_as_int(_col(df, "CorrId", "CorrID"))).alias("correlation"),
         device.alias("device"),
         pl.col("Device").str.extract(_DEVICE_RE, 1).alias("gpu_name"),
         _int("Strm").fill_null(0).alias("stream"),
@@ -392,9 +419,14 @@ def read(path: str | Path, *, rank: int | None = None, **_options: object) -> Tr
     extra: dict[str, str] = {"nsys_stats_reports": ",".join(sorted(s.files))}
     for kind in ("api_sum", "kern_sum"):
         if kind in s.files:
-            extra |= _cross_check(kind, s.files[kind], events, warnings)
+            try:
+                extra |= _cross_check(kind, s.files[kind], events, warnings)
+            except InputError as exc:  # a summary report only cross-checks: warn, go on
+                warnings.append(f"{exc.line()}; not used for the cross-check")
     events, ranks, rank_warning = assign_ranks(events, rank)
-    events = validate_events(events)
+    events, invalid = filter_events(events)
+    for reason, n in invalid.items():
+        skipped[reason] = skipped.get(reason, 0) + n
     warnings += [rank_warning] if rank_warning else []
     return Trace(
         events=events,

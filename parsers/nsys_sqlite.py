@@ -47,7 +47,7 @@ from ccdiag.parsers import _sqlite_fetch as fetcher
 
 from ccdiag.errors import InputError
 from ccdiag.progress import Progress
-from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, validate_events
+from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, filter_events
 
 # --------------------------------------------------------------------------------------------
 # What the reader needs, declared like the table_checks of nsys's own expert rules.
@@ -224,7 +224,7 @@ class NsysDb:
         if not self.has(table, "id", by):
             return dict(default)
         rows = self.con.execute(f'SELECT id, "{by}" FROM "{table}"').fetchall()
-        return {int(i): str(v) for i, v in rows if v is not None}
+        return {i: str(v) for i, v in rows if isinstance(i, int) and v is not None}
 
     def query(self, table: str, wanted: Iterable[str], where: str = "") -> fetcher.Query:
         """SELECT of the wanted columns that exist; missing ones come back as NULL."""
@@ -388,7 +388,7 @@ class _Ctx:
             return None
         out = []
         for load in self.parts[table]:
-            df = reader(self, load())
+            df = self.drop_bad_times(reader(self, load()), table)
             if launches is not None:
                 df = mark_graph_launched(df, launches)
             out.append(conform(df))
@@ -817,7 +817,9 @@ def read(
     if rank is None and env_rank is not None and _gpu_processes(events) <= 1:
         rank = env_rank  # one rank profiled on its own: its RANK environment variable
     events, ranks, rank_warning = assign_ranks(events, rank)
-    events = validate_events(events)
+    events, invalid = filter_events(events)
+    for reason, n in invalid.items():
+        skipped[reason] = skipped.get(reason, 0) + n
     fields["warnings"] += [rank_warning] if rank_warning else []
     if absent:
         fields["extra"]["nsys_tables_absent"] = ",".join(absent)

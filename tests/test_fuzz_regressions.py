@@ -1,0 +1,140 @@
+"""Regression tests: one per crash the fuzzers found (fuzz/README.md lists them).
+
+Each builds the smallest damaged file that crashed a reader, from a real trace, and checks the
+reader now reads it (counting what it skipped) or refuses it with one InputError line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import REPO, shared_path
+
+from ccdiag import api
+from ccdiag.errors import InputError
+
+H200_NSYS = REPO / "tests" / "data" / "h200_nsys"
+
+
+def _sqlite(tmp_path: Path, *sql: str, params: tuple = ()) -> Path:
+    path = tmp_path / "t.sqlite"
+    shutil.copyfile(shared_path("traces", "h200_decode_graph.nsys.sqlite"), path)
+    con = sqlite3.connect(path)
+    for q in sql:
+        con.execute(q, params)
+    con.commit()
+    con.close()
+    return path
+
+
+def _csv_set(tmp_path: Path, edit: dict[str, tuple[str, str]]) -> Path:
+    """The H200 run's nsys stats set, with (old, new) text replaced in some reports."""
+    for report in ("cuda_api_trace", "cuda_gpu_trace", "cuda_api_sum", "cuda_gpu_kern_sum"):
+        text = gzip.decompress((H200_NSYS / f"run_{report}.csv.gz").read_bytes()).decode()
+        if report in edit:
+            old, new = edit[report]
+            assert old in text
+            text = text.replace(old, new)
+        (tmp_path / f"run_{report}.csv").write_text(text)
+    return tmp_path / "run_cuda_api_trace.csv"
+
+
+def test_nsys_gpu_rows_ending_before_they_start_are_skipped_and_counted(tmp_path: Path):
+    # arrange: fuzz crash "ValidationError at ccdiag/schema.py" (memcpy start/end swapped)
+    path = _sqlite(
+        tmp_path,
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET start = end, end = start WHERE rowid % 3 = 0",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5 WHERE rowid % 5 = 0",
+    )
+    con = sqlite3.connect(path)
+    n_copies = con.execute(
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE rowid % 3 = 0 AND end < start"
+    ).fetchone()[0]
+    n_kernels = con.execute(
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 5 = 0"
+    ).fetchone()[0]
+    con.close()
+    # act
+    trace = api.load_trace(path)
+    # assert
+    skipped = trace.meta.skipped
+    assert skipped["CUPTI_ACTIVITY_KIND_MEMCPY: no end time, or end before start"] == n_copies
+    assert skipped["CUPTI_ACTIVITY_KIND_KERNEL: no end time, or end before start"] == n_kernels
+    assert n_copies > 0 and n_kernels > 0
+
+
+@pytest.mark.parametrize(
+    "table,column,value",
+    [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "start", "abc"),  # text where an integer belongs
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId", b"\x00blob"),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "streamId", 1.5),
+        ("StringIds", "value", 12),
+        ("ENUM_CUDA_MEMCPY_OPER", "label", 3),
+    ],
+)
+def test_nsys_cells_of_the_wrong_type_do_not_break_the_read(
+    tmp_path: Path, table: str, column: str, value: object
+):
+    # arrange: fuzz crash "ComputeError at parsers/_sqlite_fetch.py" (polars rows of mixed types)
+    path = _sqlite(
+        tmp_path, f'UPDATE "{table}" SET "{column}" = ? WHERE rowid % 7 = 1', params=(value,)
+    )
+    # act
+    trace = api.load_trace(path)
+    # assert
+    assert trace.meta.n_events > 0
+    assert trace.meta.n_events + sum(trace.meta.skipped.values()) > 0
+
+
+def test_csv_reports_without_a_correlation_column_are_read(tmp_path: Path):
+    # arrange: fuzz crashes "ColumnNotFoundError at parsers/nsys_csv.py" (CorrId / CorrID absent)
+    path = _csv_set(
+        tmp_path,
+        {"cuda_api_trace": ("CorrID", "Junk"), "cuda_gpu_trace": ("CorrId", "Junk")},
+    )
+    # act
+    trace = api.load_trace(path)
+    # assert
+    assert trace.meta.n_events > 0
+    assert trace.events["correlation"].null_count() == trace.events.height
+
+
+def test_csv_gpu_report_without_bytes_column_is_read(tmp_path: Path):
+    # arrange: same crash family, on "Bytes (MB)"
+    path = _csv_set(tmp_path, {"cuda_gpu_trace": ("Bytes (MB)", "Junk")})
+    # act
+    trace = api.load_trace(path)
+    # assert
+    copies = trace.events.filter(trace.events["kind"] == "memcpy")
+    assert copies.height > 0 and copies["bytes"].null_count() == copies.height
+
+
+def test_a_broken_summary_report_is_a_warning_not_an_error(tmp_path: Path):
+    # arrange: a cross-check-only report (cuda_api_sum) without its Name column
+    path = _csv_set(tmp_path, {"cuda_api_sum": ("Name", "Junk")})
+    # act
+    trace = api.load_trace(path)
+    # assert
+    assert any(
+        w.startswith("run_cuda_api_sum.csv: report has no column 'Name'")
+        for w in trace.meta.warnings
+    )
+
+
+def test_csv_report_that_is_corrupt_gzip_is_one_input_error(tmp_path: Path):
+    # arrange
+    path = _csv_set(tmp_path, {})
+    data = gzip.compress(path.read_bytes())
+    (tmp_path / "run_cuda_api_trace.csv").unlink()
+    gz = tmp_path / "run_cuda_api_trace.csv.gz"
+    gz.write_bytes(data[: len(data) // 2])
+    # act
+    with pytest.raises(InputError) as info:
+        api.load_trace(gz)
+    # assert
+    assert info.value.line().startswith("run_cuda_api_trace.csv.gz: ")
