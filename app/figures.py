@@ -262,11 +262,12 @@ def top_fixes(report: Any, n: int = 5) -> go.Figure:
     recs = sorted(report.recommendations, key=lambda r: -r.predicted_recovery_ns_per_step)[:n]
     if not recs:
         return not_measured("Top fixes", "no mechanism fired, so no fix is recommended")
+    labels = [f"#{i} {esc(r.fix)}" for i, r in enumerate(recs, start=1)][::-1]  # ids may repeat
     recs = recs[::-1]
     div, unit = time_unit([r.predicted_recovery_ns_per_step for r in recs])
     fig = go.Figure(
         go.Bar(
-            y=[esc(r.fix) for r in recs],
+            y=labels,
             x=[r.predicted_recovery_ns_per_step / div for r in recs],
             orientation="h",
             marker_color="#2ca02c",

@@ -123,6 +123,10 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def shot(page: Any, name: str) -> Path:
+    """A full-page screenshot once every figure on the page has been drawn."""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.figure')].every(g => g.querySelector('.main-svg'))"
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
@@ -170,6 +174,7 @@ def test_overview_top_mechanism_is_the_ground_truths_dominant_one(
     open_sample(page, server, sample)
     # assert
     assert top_mechanism(page) == dominant_mechanism(sample)
+    sync_api.expect(page.locator("#overview-waterfall")).to_contain_text("Unattributed")
     shot(page, f"overview_{sample}")
 
 

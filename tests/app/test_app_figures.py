@@ -91,7 +91,8 @@ def test_top_fixes_are_ranked_by_predicted_recovery() -> None:
     # assert: horizontal bars, largest at the top (plotly draws the first y at the bottom)
     bar = fig.data[0]
     assert list(bar.x) == sorted(bar.x)
-    assert bar.y[-1] == r.recommendations[0].fix
+    assert bar.y[-1] == f"#1 {r.recommendations[0].fix}"
+    assert len(set(bar.y)) == len(bar.y)
     assert "how predicted" in bar.hovertemplate
     _readable(fig)
 
