@@ -123,7 +123,8 @@ def summary(
     from ccdiag import api
     from ccdiag.report.text import render_summary
 
-    result = api.summarize(api.load_trace(trace, step=step))
+    with _progress(json_out != "-") as progress:
+        result = api.summarize(api.load_trace(trace, step=step, progress=progress))
     if json_out is not None:
         _write_json(result, json_out)
         if json_out == "-":
