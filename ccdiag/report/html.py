@@ -15,7 +15,7 @@ from __future__ import annotations
 import html as _html
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,9 @@ from ccdiag.verdict import Report
 
 PLOTLY_JS_ID = "plotly-js"
 """id of the one ``<script>`` element that holds the inlined plotly.js bundle."""
+TEMPLATES_ID = "plotly-templates"
+"""id of the ``<script>`` element that defines the figures' plotly templates, once each."""
+TEMPLATES_JS = "CCDIAG_TEMPLATES"
 
 _CSS = """
 body{font:15px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Helvetica,Arial,sans-serif;
@@ -94,20 +97,33 @@ def plotly_js() -> str:
     return get_plotlyjs()
 
 
-def figures_html(figures: Sequence[tuple[str, Any]], first: int = 1) -> str:
-    """One ``<figure>`` per figure: a div with a fixed id and its ``Plotly.newPlot`` call."""
+def figures_html(figures: Sequence[tuple[str, Any]], templates: list[str], first: int = 1) -> str:
+    """One ``<figure>`` per figure: a div with a fixed id and its ``Plotly.newPlot`` call.
+
+    Each figure's plotly template (its theme, several KB) is stored once in ``templates`` and
+    referenced as ``CCDIAG_TEMPLATES[i]`` instead of being repeated in every figure.
+    """
     out = []
     for i, (title, fig) in enumerate(figures, first):
         div_id = f"ccdiag-figure-{i}"
         spec = fig.to_plotly_json()
+        layout_spec = dict(spec.get("layout", {}))
+        template = layout_spec.pop("template", None)
         data = json.dumps(spec.get("data", []), sort_keys=True, default=_json_default)
-        layout = json.dumps(spec.get("layout", {}), sort_keys=True, default=_json_default)
+        layout = _script_safe(json.dumps(layout_spec, sort_keys=True, default=_json_default))
+        if template is not None:
+            key = json.dumps(template, sort_keys=True, default=_json_default)
+            if key not in templates:
+                templates.append(key)
+            layout = (
+                f"Object.assign({{template: {TEMPLATES_JS}[{templates.index(key)}]}}, {layout})"
+            )
         config = json.dumps({"displaylogo": False, "responsive": True}, sort_keys=True)
         out.append(
             f'<figure>\n<div id="{div_id}" role="img" aria-label="{_html.escape(title)}" '
             f'style="height:{fig.layout.height or 360}px"></div>\n'
-            f'<script>Plotly.newPlot("{div_id}", {_script_safe(data)}, '
-            f"{_script_safe(layout)}, {config});</script>\n</figure>"
+            f'<script>Plotly.newPlot("{div_id}", {_script_safe(data)}, {layout}, {config});'
+            "</script>\n</figure>"
         )
     return "\n".join(out)
 
@@ -125,19 +141,27 @@ def _script_safe(text: str) -> str:
 
 
 def without_plotly_js(page: str) -> str:
-    """The page with the inlined plotly.js replaced by a one-line stand-in naming its version.
+    """The page with plotly's own parts (the plotly.js bundle, the theme templates) replaced by
+    one-line stand-ins naming the plotly.js version.
 
-    For goldens and diffs: the ~4.6 MB bundle is the installed plotly's, not ccdiag's output.
+    For goldens and diffs: those ~4.6 MB are the installed plotly's, not ccdiag's output.
     """
-    head = f'<script id="{PLOTLY_JS_ID}">\n'
-    start = page.index(head) + len(head)
-    end = page.index("\n</script>", start)
-    m = re.search(r"plotly\.js v[0-9][0-9A-Za-z.+-]*", page[start : start + 400])
-    version = m.group(0) if m else "plotly.js"
-    return page[:start] + f"/* {version} inlined here ({end - start:,} characters) */" + page[end:]
+
+    def stand_in(text: str, script_id: str, what: Callable[[str], str]) -> str:
+        head = f'<script id="{script_id}">\n'
+        start = text.index(head) + len(head)
+        end = text.index("\n</script>", start)
+        return text[:start] + f"/* {what(text[start:end])} */" + text[end:]
+
+    def version(bundle: str) -> str:
+        m = re.search(r"plotly\.js v[0-9][0-9A-Za-z.+-]*", bundle[:400])
+        return f"{m.group(0) if m else 'plotly.js'} inlined here"
+
+    page = stand_in(page, PLOTLY_JS_ID, version)
+    return stand_in(page, TEMPLATES_ID, lambda _: f"{TEMPLATES_JS}: the figures' plotly templates")
 
 
-def _figure_sections(figures: Figures) -> tuple[str, str]:
+def _figure_sections(figures: Figures, templates: list[str]) -> tuple[str, str]:
     """(overview section, per-mechanism section) HTML."""
     overview = [(t, f) for g, t, f in figures if g == "overview"]
     groups: dict[str, list[tuple[str, Any]]] = {}
@@ -147,11 +171,15 @@ def _figure_sections(figures: Figures) -> tuple[str, str]:
     head = ""
     if overview:
         head = (
-            '<section id="figures">\n<h3>Figures</h3>\n' + figures_html(overview) + "\n</section>"
+            '<section id="figures">\n<h3>Figures</h3>\n'
+            + figures_html(overview, templates)
+            + "\n</section>"
         )
     parts, n = [], len(overview) + 1
     for g, figs in groups.items():
-        parts.append(f"<h4><code>{_html.escape(g)}</code></h4>\n" + figures_html(figs, n))
+        parts.append(
+            f"<h4><code>{_html.escape(g)}</code></h4>\n" + figures_html(figs, templates, n)
+        )
         n += len(figs)
     tail = ""
     if parts:
@@ -162,7 +190,8 @@ def _figure_sections(figures: Figures) -> tuple[str, str]:
 def html_from_data(d: Mapping[str, Any], figures: Figures, *, plotly: str) -> str:
     """The HTML page of canonical report data: figures after the partition and the evidence."""
     renderer = MarkdownIt("commonmark", {"html": True}).enable("table")
-    overview, per_mechanism = _figure_sections(figures)
+    templates: list[str] = []
+    overview, per_mechanism = _figure_sections(figures, templates)
     after = {"attribution": overview, "evidence": per_mechanism}
     body = []
     for sid, fn in md.SECTIONS:
@@ -177,6 +206,7 @@ def html_from_data(d: Mapping[str, Any], figures: Figures, *, plotly: str) -> st
         f'<meta name="generator" content="ccdiag {_html.escape(d["ccdiag_version"])}">\n'
         f"<title>{title}</title>\n<style>{_CSS}</style>\n"
         f'<script id="{PLOTLY_JS_ID}">\n{plotly}\n</script>\n'
+        f'<script id="{TEMPLATES_ID}">\nconst {TEMPLATES_JS} = [{_script_safe(",".join(templates))}];\n</script>\n'
         "</head>\n<body>\n<main>\n" + "\n".join(body) + "\n</main>\n</body>\n</html>\n"
     )
 

@@ -60,37 +60,40 @@ def test_fail_over_exits_1():
     assert "exceeds --fail-over 10%" in out.stderr
 
 
-def _old_report(tmp_path: Path, launch_share: float) -> Path:
-    data = json.loads(rg.golden_path("decode_eager", "json").read_text())
-    data["attribution"][0]["share"] = launch_share
-    path = tmp_path / "old.json"
-    path.write_text(json.dumps(data))
-    return path
-
-
 def test_share_gate_fails_when_a_mechanism_grew_and_names_it(tmp_path: Path):
-    # arrange: the earlier report gave launch_toll 60 %; now it is 76 %
-    old = _old_report(tmp_path, 0.60)
+    # arrange: an earlier report where the top mechanism had 12 points less of the slowdown
+    data = json.loads(rg.golden_path("decode_eager", "json").read_text())
+    top = data["attribution"][0]
+    now = top["share"]
+    top["share"] = round(now - 0.12, 4)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
     # act
     out = _ccdiag("report", *EAGER, "--json", os.devnull, "--baseline-report", str(old), "-q")
     loose = _ccdiag(
-        "report", *EAGER, "--json", os.devnull, "--baseline-report", str(old), "--max-share-growth", "20", "-q"
+        "report", *EAGER, "--json", os.devnull, "--baseline-report", str(old), "--max-share-growth", "15", "-q"
     )  # fmt: skip
     # assert
     assert out.returncode == 1
-    assert out.stderr.startswith("ccdiag: launch_toll share 60.0% -> 76.2% (+16.2 points > --max-share-growth 5)")  # fmt: skip
+    expected = (
+        f"ccdiag: {top['mechanism']} share {100 * top['share']:.1f}% -> {100 * now:.1f}% "
+        f"(+{100 * (now - top['share']):.1f} points > --max-share-growth 5)"
+    )
+    assert out.stderr.splitlines()[0] == expected
     assert loose.returncode == 0, loose.stderr
 
 
 def test_compare_reports_rows():
     # arrange
     new = rg.report_of("decode_eager")
-    old = new.model_copy(update={"attribution": new.attribution[1:]})  # launch_toll was absent
+    old = new.model_copy(update={"attribution": new.attribution[1:]})  # the top one was absent
     # act
     rows = api.compare_reports(old, new, max_share_growth=5)
     # assert
-    assert rows[0]["mechanism"] == "launch_toll" and rows[0]["exceeded"]
-    assert rows[0]["old_share"] == 0.0 and rows[0]["growth_points"] == pytest.approx(76.18)
+    top = new.attribution[0]
+    assert rows[0]["mechanism"] == top.mechanism and rows[0]["exceeded"]
+    assert rows[0]["old_share"] == 0.0
+    assert rows[0]["growth_points"] == pytest.approx(100 * top.share, abs=0.01)
     assert rows[-1]["mechanism"] == "unattributed" and not rows[-1]["exceeded"]
 
 
