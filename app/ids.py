@@ -20,6 +20,7 @@ OV_STEP_TIME = "overview-step-time"
 OV_WATERFALL = "overview-waterfall"
 OV_FIXES = "overview-fixes"
 OV_TOP_MECHANISM = "overview-top-mechanism"
+OV_SKIPPED = "overview-skipped"
 
 # --- mechanism pages
 MECH_ID = "mechanism-id"  # a Store with the page's mechanism id

@@ -57,18 +57,18 @@ class GzipLimit:
         )
 
 
-def gzip_limit() -> GzipLimit:
-    """The limit in force (environment variables, else the defaults)."""
+def gzip_limit(path: Path | None = None) -> GzipLimit:
+    """The limit in force (environment variables, else the defaults); ``path``: for errors."""
     ratio, gb = DEFAULT_RATIO, DEFAULT_GB
     try:
         ratio = float(os.environ.get(RATIO_ENV, ratio))
         gb = float(os.environ.get(BYTES_ENV, gb))
     except ValueError:
         raise InputError(
-            None, f"{RATIO_ENV} and {BYTES_ENV} must be numbers (e.g. {RATIO_ENV}=200)"
+            path, f"{RATIO_ENV} and {BYTES_ENV} must be numbers (e.g. {RATIO_ENV}=200)"
         ) from None
     if not (ratio > 0 and gb > 0):
-        raise InputError(None, f"{RATIO_ENV} and {BYTES_ENV} must be positive")
+        raise InputError(path, f"{RATIO_ENV} and {BYTES_ENV} must be positive numbers")
     return GzipLimit(ratio, int(gb * (1 << 30)))
 
 
@@ -77,7 +77,7 @@ class Budget:
 
     def __init__(self, path: Path, compressed: int | None = None) -> None:
         self.path = path
-        self.limit = gzip_limit()
+        self.limit = gzip_limit(path)
         self.compressed = path.stat().st_size if compressed is None else compressed
         self.allowed = self.limit.allowed(self.compressed)
         self.produced = 0

@@ -132,6 +132,55 @@ def read(path: str | Path, **options: object) -> Trace:
     """
     p = Path(path)
     fmt = sniff(p)
+    trace = _read_as(p, fmt, **options)
+    if trace.events.is_empty():
+        raise InputError(p, _nothing_read(trace))
+    named = _named_format(p)
+    if named is not None and named != fmt and not p.is_dir():
+        trace.meta.warnings.append(
+            f"named {_suffix(p)} but holds {_FORMAT_NAMES.get(fmt, fmt)}: read as such "
+            "(ccdiag goes by the content, not the name)"
+        )
+    return trace
+
+
+#: How a format is named in messages.
+_FORMAT_NAMES = {
+    "kineto": "a Kineto JSON trace",
+    "nsys_sqlite": "an Nsight Systems SQLite export",
+    "nsys_rep": "an Nsight Systems report",
+    "nsys_csv": "an nsys stats CSV report",
+}
+_SUFFIX_FORMATS = (
+    (".json.gz", "kineto"),
+    (".json", "kineto"),
+    (".sqlite", "nsys_sqlite"),
+    (".nsys-rep", "nsys_rep"),
+    (".csv.gz", "nsys_csv"),
+    (".csv", "nsys_csv"),
+)
+
+
+def _suffix(p: Path) -> str:
+    return next((s for s, _ in _SUFFIX_FORMATS if p.name.endswith(s)), p.suffix)
+
+
+def _named_format(p: Path) -> str | None:
+    """The format a file's name suggests (None: the name says nothing)."""
+    return next((f for s, f in _SUFFIX_FORMATS if p.name.endswith(s)), None)
+
+
+def _nothing_read(trace: Trace) -> str:
+    """Why a trace without a single event row cannot be analyzed, with what was skipped."""
+    skipped = trace.meta.skipped
+    if not skipped:
+        return "no events to analyze: the trace holds no events ccdiag reads"
+    top = sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{r}: {n:,}" for r, n in top[:4]) + (", ..." if len(top) > 4 else "")
+    return f"no events to analyze: all {sum(skipped.values()):,} events were skipped ({shown})"
+
+
+def _read_as(p: Path, fmt: str, **options: object) -> Trace:
     if p.is_dir():
         from ccdiag.parsers import folder
 

@@ -241,7 +241,20 @@ def read(
     meta.n_events = events.height
     meta.host_only = events.filter(pl.col("device").is_not_null()).is_empty()
     meta.gpu, meta.gpus = _gpu_names(doc, events)
+    shared = _shared_correlations(events)
+    if shared:
+        meta.warnings.append(
+            f"{shared:,} CUDA API calls share their correlation id with another call: the GPU "
+            "work of such an id is linked to the first call"
+        )
     return Trace(events=events, meta=meta)
+
+
+def _shared_correlations(events: pl.DataFrame) -> int:
+    """API calls whose correlation id an earlier call already has (the launcher join keeps the
+    first)."""
+    corr = events.lazy().filter(_API_ROW).select("correlation")
+    return int(corr.select(pl.len() - pl.col("correlation").n_unique()).collect().item())
 
 
 def _with_progress(

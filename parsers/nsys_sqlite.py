@@ -363,7 +363,7 @@ class _Ctx:
     def gpu_rows(self, raw: pl.DataFrame) -> pl.DataFrame:
         """Common GPU columns; remembers which device each (process, context) ran on."""
         df = _gpu_common(raw)
-        self.contexts.append(df.select("pid", "contextId", "device").unique())
+        self.contexts.append(df.select("pid", "contextId", "device").unique(maintain_order=True))
         return df
 
     def context_devices(self) -> pl.DataFrame:
@@ -667,9 +667,14 @@ def count_skipped_tables(ctx: _Ctx) -> None:
 
 
 def conform(df: pl.DataFrame) -> pl.DataFrame:
-    """Keep exactly the event columns, typed and in order (absent ones null, rank 0)."""
+    """Keep exactly the event columns, typed and in order (absent ones null, rank 0).
+
+    Int32 columns (``device``, ``rank``, ``step``) are Int64 here: a value out of range is
+    counted and dropped by ``filter_events`` (which casts) at the end, instead of failing here.
+    """
     cols = []
-    for col, dtype in EVENT_COLUMNS.items():
+    for col, schema_dtype in EVENT_COLUMNS.items():
+        dtype = _I64 if schema_dtype == pl.Int32 else schema_dtype
         if col in df.columns:
             cols.append(pl.col(col).cast(dtype))
         elif col == "rank":
@@ -823,6 +828,12 @@ def read(
     fields["warnings"] += [rank_warning] if rank_warning else []
     if absent:
         fields["extra"]["nsys_tables_absent"] = ",".join(absent)
+    no_kernels = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"} <= set(absent)
+    if used and no_kernels:
+        fields["warnings"].append(
+            "no GPU kernels recorded (no CUPTI_ACTIVITY_KIND_KERNEL table): only copies, "
+            "memsets or syncs reached the GPU, or kernel tracing was off; kernel time is unknown"
+        )
     meta = _meta(p, events, fields, skipped, host_only=not used)
     meta.rank, meta.ranks = rank, ranks
     meta.world_size = len(ranks) if len(ranks) > 1 else env_size

@@ -138,3 +138,19 @@ def test_csv_report_that_is_corrupt_gzip_is_one_input_error(tmp_path: Path):
         api.load_trace(gz)
     # assert
     assert info.value.line().startswith("run_cuda_api_trace.csv.gz: ")
+
+
+def test_nsys_device_id_beyond_int32_is_counted_not_fatal(tmp_path: Path):
+    # arrange: fuzz crash "InvalidOperationError at parsers/nsys_sqlite.py" (strict Int32 cast)
+    path = _sqlite(
+        tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 2147483648 WHERE rowid % 4 = 0"
+    )
+    con = sqlite3.connect(path)
+    n = con.execute(
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 4 = 0"
+    ).fetchone()[0]
+    con.close()
+    # act
+    trace = api.load_trace(path)
+    # assert
+    assert trace.meta.skipped["invalid row: device out of range"] == n

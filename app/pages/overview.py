@@ -88,6 +88,26 @@ def _notes(report: Any) -> html.Div:
     )
 
 
+def _skipped(report: Any) -> html.Div:
+    """Events the parsers did not read, by reason, both runs (nothing is dropped silently)."""
+    b, t = report.baseline.skipped, report.treatment.skipped
+    reasons = sorted(set(b) | set(t), key=lambda k: (-(b.get(k, 0) + t.get(k, 0)), k))
+    rows = [
+        {"reason": r, "baseline": f"{b.get(r, 0):,}", "treatment": f"{t.get(r, 0):,}"}
+        for r in reasons
+    ]
+    if rows:
+        rows.append(
+            {
+                "reason": "total",
+                "baseline": f"{sum(b.values()):,}",
+                "treatment": f"{sum(t.values()):,}",
+            }
+        )
+    body = table(rows) if rows else html.P("None: every event of both traces was read.")
+    return html.Div([html.H3("Skipped events (not read, by reason)"), body], id=ids.OV_SKIPPED)
+
+
 def content(report: Any) -> list[Any]:
     """The overview of one report."""
     return [
@@ -103,6 +123,7 @@ def content(report: Any) -> list[Any]:
         graph(figures.top_fixes(report)),
         html.Details([html.Summary("Critical-path ledger"), graph(figures.ledger(report))]),
         _notes(report),
+        _skipped(report),
     ]
 
 

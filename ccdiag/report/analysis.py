@@ -122,6 +122,22 @@ def _rules(r: Report) -> Table:
     return t
 
 
+def _skipped(r: Report) -> Table | Text:
+    """Events the parsers did not turn into rows, by reason, both runs (nothing silently lost)."""
+    b, t = r.baseline.skipped, r.treatment.skipped
+    if not b and not t:
+        return Text("skipped events: none (every event of both traces was read)", style="dim")
+    table = Table(
+        title="Skipped events (not read, by reason)", title_justify="left", show_edge=False
+    )
+    for c in ("reason", "baseline", "treatment"):
+        table.add_column(c, justify="left" if c == "reason" else "right")
+    for reason in sorted(set(b) | set(t), key=lambda k: (-(b.get(k, 0) + t.get(k, 0)), k)):
+        table.add_row(reason, f"{b.get(reason, 0):,}", f"{t.get(reason, 0):,}")
+    table.add_row("total", f"{sum(b.values()):,}", f"{sum(t.values()):,}", style="bold")
+    return table
+
+
 def verdict_renderable(r: Report, *, details: bool = True) -> Group:
     """The verdict as rich renderables."""
     head = (
@@ -144,6 +160,7 @@ def verdict_renderable(r: Report, *, details: bool = True) -> Group:
         if led is not None:
             parts.append(led)
         parts.append(_rules(r))
+    parts.append(_skipped(r))
     for w in r.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
     for note in r.notes:
