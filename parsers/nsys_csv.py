@@ -237,7 +237,7 @@ def _bytes(df: pl.DataFrame) -> pl.Expr:
     tp = _col(df, "Throughput (MB/s)", "Throughput (MBps)")
     refined = tp.str.strip_chars().cast(pl.Float64, strict=False) * _float("Duration (ns)") / 1e3
     ok = refined.is_not_null() & (mb < 1e6) & ((refined - mb).abs() <= 500.5)
-    return pl.when(ok).then(refined).otherwise(mb).round().cast(_I64)
+    return pl.when(ok).then(refined).otherwise(mb).round().cast(_I64, strict=False)  # NaN: null
 
 
 def read_gpu(path: Path, skipped: dict[str, int]) -> pl.DataFrame:
@@ -367,9 +367,13 @@ def _cross_check(
         }
     if have.is_empty():
         return extra
-    diff = sums.join(have, on="name", how="full", coalesce=True).filter(
-        (pl.col("want_n").fill_null(0) != pl.col("n").fill_null(0))
-        | (pl.col("want_ns").fill_null(0) != pl.col("ns").fill_null(0))
+    diff = (
+        sums.join(have, on="name", how="full", coalesce=True)
+        .filter(
+            (pl.col("want_n").fill_null(0) != pl.col("n").fill_null(0))
+            | (pl.col("want_ns").fill_null(0) != pl.col("ns").fill_null(0))
+        )
+        .sort("name", nulls_last=True)
     )
     if diff.height:
         first = diff.row(0, named=True)
@@ -381,7 +385,7 @@ def _cross_check(
 
 
 def _meta(s: CsvSet, events: pl.DataFrame, gpu_names: pl.DataFrame) -> dict[str, object]:
-    gpus = gpu_names.drop_nulls().unique().sort("device")
+    gpus = gpu_names.drop_nulls().unique().sort("device", "gpu_name")
     used = events["device"].drop_nulls()
     names = dict(gpus.iter_rows())
     main = used.mode().sort().first() if not used.is_empty() else None

@@ -154,3 +154,44 @@ def test_nsys_device_id_beyond_int32_is_counted_not_fatal(tmp_path: Path):
     trace = api.load_trace(path)
     # assert
     assert trace.meta.skipped["invalid row: device out of range"] == n
+
+
+def test_csv_nan_in_a_copy_size_cell_leaves_the_size_unknown(tmp_path: Path):
+    # arrange: fuzz crash "InvalidOperationError at parsers/nsys_csv.py" (NaN cast to Int64)
+    def nan_first_copy(text: str) -> str:
+        lines = text.splitlines(keepends=True)
+        head = lines[0].split(",")
+        col = head.index("Throughput (MB/s)")
+        for i, line in enumerate(lines[1:], 1):
+            if "[CUDA memcpy" in line:
+                cells = line.split(",")
+                cells[col] = "nan"
+                cells[head.index("Bytes (MB)")] = "inf"
+                lines[i] = ",".join(cells)
+                break
+        return "".join(lines)
+
+    path = _csv_set(tmp_path, {})
+    gpu = tmp_path / "run_cuda_gpu_trace.csv"
+    gpu.write_text(nan_first_copy(gpu.read_text()))
+    # act
+    trace = api.load_trace(path)
+    # assert
+    copies = trace.events.filter(trace.events["kind"] == "memcpy")
+    assert copies["bytes"].null_count() == 1
+
+
+def test_csv_reads_are_deterministic_when_reports_disagree(tmp_path: Path):
+    # arrange: fuzz oracle "two reads of the same file differ" (warnings, then gpu / gpus):
+    # a kernel summary that disagrees with the trace, and one device under two GPU names
+    path = _csv_set(tmp_path, {"cuda_gpu_kern_sum": ("65.8,16865897,1,", "65.8,16865897,7,")})
+    gpu = tmp_path / "run_cuda_gpu_trace.csv"
+    lines = gpu.read_text().splitlines(keepends=True)
+    lines[5] = lines[5].replace("NVIDIA H200 (0)", "NVIDIA H100 (0)")
+    gpu.write_text("".join(lines))
+    # act
+    reads = [api.summarize(api.load_trace(path)) for _ in range(5)]
+    # assert
+    assert any("disagrees with the trace" in w for w in reads[0]["warnings"])
+    assert reads[0]["gpus"] == ["NVIDIA H200"]  # one name per device, the same every time
+    assert all(r == reads[0] for r in reads)
