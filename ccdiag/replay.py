@@ -144,13 +144,20 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
     own = np.full(n, -1)
     hcopy = gpu["hcopy"].to_numpy() & is_copy_call[ci]
     own[ci[hcopy]] = np.nonzero(hcopy)[0]
+
+    def at_own(arr: np.ndarray, fill: object) -> np.ndarray:
+        """``arr[own]`` for calls that own a copy, else ``fill`` (``arr`` may be empty)."""
+        if arr.size == 0:
+            return np.full(n, fill, dtype=arr.dtype)
+        return np.where(own >= 0, arr[np.maximum(own, 0)], fill)
+
     # CUDA semantics: cudaMemcpy (no Async) and pageable copies block; pinned Async ones do not
     sync_sem = ~top["name"].str.contains("Async").to_numpy() | (
-        (own >= 0) & gpu["pageable"].to_numpy()[np.maximum(own, 0)]
+        (own >= 0) & at_own(gpu["pageable"].to_numpy(), False)
     )
-    was_blocking = (own >= 0) & sync_sem & (e >= np.where(own >= 0, ge[np.maximum(own, 0)], 0))
+    was_blocking = (own >= 0) & sync_sem & (e >= at_own(ge, 0))
     ready = _orig_ready(n, ci, ge)
-    ready_at = np.where(own >= 0, ge[np.maximum(own, 0)], ready)
+    ready_at = np.where(own >= 0, at_own(ge, 0), ready)
     sync = cls == "sync"
     blocking = sync | was_blocking | ((own >= 0) & inj.copies_blocking)
     waited = blocking & (ready_at > s)
@@ -180,9 +187,9 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
         by = gpu["bytes"].fill_null(0).to_numpy()
         target = (inj.copy_toll_ns + (by / inj.copy_gbps if inj.copy_gbps else 0)).astype(np.int64)
         if inj.copy_pad_on_host:
-            t_own = target[np.maximum(own, 0)]
+            t_own = at_own(target, 0)
             pad = np.where(
-                blocking & (own >= 0), np.clip(t_own - gd[np.maximum(own, 0)], 0, None), 0
+                blocking & (own >= 0), np.clip(t_own - at_own(gd, 0), 0, None), 0
             ).astype(np.int64)
         else:
             gd = np.where(hcopy, np.maximum(gd, target), gd)

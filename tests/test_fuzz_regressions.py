@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,22 @@ def test_csv_reads_are_deterministic_when_reports_disagree(tmp_path: Path):
     assert any("disagrees with the trace" in w for w in reads[0]["warnings"])
     assert reads[0]["gpus"] == ["NVIDIA H200"]  # one name per device, the same every time
     assert all(r == reads[0] for r in reads)
+
+
+def test_analyze_survives_a_treatment_that_lost_api_calls(tmp_path: Path):
+    # arrange: fuzz crash "IndexError at ccdiag/replay.py" (analyze; a rank whose steps kept no
+    # GPU rows after every 4th CUDA API call was lost, as when CUPTI drops records)
+    sys.path.insert(0, str(REPO))
+    from fuzz import seeds
+
+    base = seeds.sqlite_seed("nsys_ai_2gpu")  # the 2-GPU nsys-ai export, activity cut to 300 rows
+    treat = tmp_path / "lost_calls.sqlite"
+    shutil.copyfile(base, treat)
+    con = sqlite3.connect(treat)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid % 4 = 0")
+    con.commit()
+    con.close()
+    # act
+    report = api.diagnose(base, treat)
+    # assert
+    assert report.verdict
