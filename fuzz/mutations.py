@@ -29,6 +29,7 @@ import gzip
 import json
 import math
 import random
+import re
 import shutil
 import sqlite3
 from dataclasses import dataclass, field
@@ -194,7 +195,7 @@ def kineto_op(draw: st.DrawFn, n: int) -> Op:
     kind = draw(
         st.sampled_from(
             ["set", "set", "set", "del", "set_arg", "set_arg", "del_arg", "drop", "dup", "move",
-             "replace", "top_set", "top_del", "shuffle", "reverse", "args_none"]
+             "replace", "top_set", "top_del", "shuffle", "reverse", "args_none", "deep"]
         )
     )  # fmt: skip
     if kind == "set":
@@ -220,6 +221,8 @@ def kineto_op(draw: st.DrawFn, n: int) -> Op:
         return ("top_del", draw(st.sampled_from(TOP_KEYS)))
     if kind == "shuffle":
         return ("shuffle", draw(st.integers(0, 2**32)))
+    if kind == "deep":  # an arg nested thousands of levels deep (written as text, see build)
+        return ("deep", draw(i), draw(st.sampled_from([50, 1000, 5000, 100_000])))
     return ("reverse",)
 
 
@@ -243,9 +246,8 @@ def kineto_plan(draw: st.DrawFn, seed_names: list[str] | None = None) -> Plan:
     name = draw(st.sampled_from(seed_names or list(seeds.KINETO_SOURCES)))
     n = len(seeds.kineto_seed(name).get("traceEvents", []))
     ops = draw(st.lists(kineto_op(n), min_size=1, max_size=8))
-    ops.append(
-        ("encode", draw(st.booleans()), draw(st.booleans()), draw(st.sampled_from([".json", ".json.gz", ".sqlite", ".gz", ""])))
-    )  # fmt: skip
+    suffix = draw(st.sampled_from([".json", ".json.gz", ".sqlite", ".gz", ""]))
+    ops.append(("encode", draw(st.booleans()), draw(st.booleans()), suffix, draw(st.booleans())))
     if draw(st.integers(0, 9)) == 0:
         ops += draw(st.lists(byte_op(), min_size=1, max_size=2))
     return Plan("kineto", name, ops)
@@ -288,6 +290,8 @@ def _apply_kineto(doc: Any, op: Op) -> Any:
             ev.pop(op[2], None)
         elif kind == "args_none":
             ev["args"] = None
+        elif kind == "deep":
+            ev["args"] = {"deep": f"{_DEEP}{op[2]}"}
         elif kind in ("set_arg", "del_arg"):
             args = ev.get("args")
             if not isinstance(args, dict):
@@ -297,6 +301,10 @@ def _apply_kineto(doc: Any, op: Op) -> Any:
             else:
                 args.pop(op[2], None)
     return doc
+
+
+_DEEP = "@@ccdiag-fuzz-deep@@"
+_DEEP_RE = re.compile(r'"' + _DEEP + r'(\d+)"')
 
 
 def _json_default(obj: Any) -> Any:
@@ -330,9 +338,10 @@ def build_kineto(plan: Plan, folder: Path) -> Case:
             damage.append(op)
         else:
             doc = _apply_kineto(doc, op)
-    _, pretty, gz, suffix = encode
+    _, pretty, gz, suffix, *bom = encode
     text = json.dumps(doc, indent=1 if pretty else None, allow_nan=True, default=_json_default)
-    data = text.encode("utf-8", "surrogatepass")
+    text = _DEEP_RE.sub(lambda m: "[" * int(m[1]) + "]" * int(m[1]), text)
+    data = (b"\xef\xbb\xbf" if bom and bom[0] else b"") + text.encode("utf-8", "surrogatepass")
     total = None
     if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list) and not damage:
         total = len(doc["traceEvents"])

@@ -51,12 +51,12 @@ def sniff(path: Path) -> str:
                 inner = fh.read(64)
         except (OSError, EOFError) as exc:
             raise InputError(path, f"corrupt gzip stream ({exc})") from None
-        if inner.lstrip()[:1] in (b"{", b"["):
+        if inner.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
             return "kineto"
         if _is_stats_csv(inner):
             return "nsys_csv"
         raise InputError(path, "gzip file does not contain a JSON trace or an nsys stats CSV")
-    stripped = head.lstrip()
+    stripped = head.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 byte-order mark
     if stripped[:1] in (b"{", b"["):
         return "kineto"
     if path.suffix == ".gz":
@@ -102,7 +102,7 @@ def apply_sidecar(trace: Trace, path: Path) -> Trace:
     meta = trace.meta
     try:
         doc = json.loads(side.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         meta.warnings.append(f"{side.name}: unreadable capture metadata, ignored")
         return trace
     if not isinstance(doc, dict) or "label" not in doc:

@@ -40,6 +40,7 @@ _READ_COMPRESSED = 4 << 20
 _MAX_HEADER = 256 << 20
 _WS = b" \t\r\n"
 _LEAD = re.compile(rb"[ \t\r\n]*(\S)")
+_BOM = b"\xef\xbb\xbf"
 
 
 def _iter_plain(path: Path, block: int) -> Iterator[bytes]:
@@ -184,6 +185,8 @@ class ArrayChunks:
             raise _gzip_error(self.path, exc) from None
         except OSError as exc:
             raise InputError(self.path, f"cannot read: {exc.strerror or exc}") from None
+        except RecursionError:  # msgspec and Python's json recurse per nesting level
+            raise InputError(self.path, "JSON nested too deeply to be a trace") from None
         finally:
             blocks.close()
 
@@ -251,6 +254,9 @@ class ArrayChunks:
         eof = False
         pos = 0
         while True:
+            if buf.startswith(_BOM):  # a UTF-8 byte-order mark (Windows editors write one)
+                del buf[:3]
+                self.offset += 3
             first = _LEAD.match(buf)
             lead = first.group(1) if first else b""
             if first is not None and lead == b"[":  # a bare array document

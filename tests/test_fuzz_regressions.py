@@ -215,3 +215,34 @@ def test_analyze_survives_a_treatment_that_lost_api_calls(tmp_path: Path):
     report = api.diagnose(base, treat)
     # assert
     assert report.verdict
+
+
+@pytest.mark.parametrize("where", ["args", "event", "top"])
+def test_json_nested_too_deeply_is_one_input_error(tmp_path: Path, where: str):
+    # arrange: RecursionError traceback from msgspec on 100,000 nested arrays (found while
+    # adding the "deep" mutation; now a mutation of the campaign)
+    deep = "[" * 100_000 + "]" * 100_000
+    ev = '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1'
+    text = {
+        "args": '{"traceEvents": [' + ev + ', "args": {"x": ' + deep + "}}]}",
+        "event": '{"traceEvents": [' + ev + "}, " + deep + "]}",
+        "top": '{"x": ' + deep + ', "traceEvents": [' + ev + "}]}",
+    }[where]
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    # act
+    with pytest.raises(InputError) as info:
+        api.load_trace(path)
+    # assert
+    assert info.value.line() == "deep.json: JSON nested too deeply to be a trace"
+
+
+def test_a_utf8_byte_order_mark_before_the_json_is_read(tmp_path: Path):
+    # arrange: a Kineto trace saved by an editor that writes a BOM
+    src = shared_path("traces", "h200_copies_streams.kineto.json.gz")
+    path = tmp_path / "bom.json.gz"
+    path.write_bytes(gzip.compress(b"\xef\xbb\xbf" + gzip.decompress(src.read_bytes())))
+    # act
+    trace = api.load_trace(path)
+    # assert
+    assert trace.meta.n_events == api.load_trace(src).meta.n_events

@@ -515,6 +515,28 @@ CASES: list[BadCase] = [
         r"unrecognized trace format",
     ),
     BadCase(
+        "json_nested_deeply",
+        "a Kineto event whose args nest 100,000 arrays deep",
+        {
+            "t.json": _bytes(
+                b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, '
+                b'"args": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}]}"
+            )
+        },
+        (*S, "t.json"),
+        2,
+        r"JSON nested too deeply to be a trace",
+    ),
+    BadCase(
+        "utf8_bom",
+        "a real Kineto trace starting with a UTF-8 byte-order mark: read",
+        {"t.json": _bytes(lambda: b"\xef\xbb\xbf" + _raw())},
+        (*SJ, "t.json"),
+        0,
+        r'"format": "kineto"',
+        {"n_events": 814},
+    ),
+    BadCase(
         "not_a_trace_json",
         "a JSON document that is not a trace",
         {"t.json": _bytes(b'{"gpu": "H200", "results": [1, 2, 3]}')},
