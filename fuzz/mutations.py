@@ -428,7 +428,7 @@ def sqlite_op(draw: st.DrawFn, inv: dict[str, tuple[str, ...]]) -> Op:
     kind = draw(
         st.sampled_from(
             ["set_cell", "set_cell", "set_col", "null_col", "drop_table", "drop_column",
-             "delete_rows", "dup_rows", "swap_times", "shift_ids", "set_cell"]
+             "delete_rows", "dup_rows", "swap_times", "shift_ids", "set_cell", "view"]
         )
     )  # fmt: skip
     if kind == "set_cell":
@@ -447,6 +447,8 @@ def sqlite_op(draw: st.DrawFn, inv: dict[str, tuple[str, ...]]) -> Op:
         return ("dup_rows", table, draw(st.integers(1, 50)))
     if kind == "swap_times":
         return ("swap_times", table)
+    if kind == "view":  # the table replaced by a view of it, or by a never-ending recursive one
+        return ("view", table, draw(st.booleans()))
     return ("shift_ids", table, col, draw(st.sampled_from([-1, 1, 1000, 2**40, -(2**40)])))
 
 
@@ -484,6 +486,15 @@ def _sql(con: sqlite3.Connection, op: Op) -> None:
         con.execute(f"INSERT INTO {table} SELECT * FROM {table} LIMIT ?", (op[2],))
     elif kind == "swap_times":
         con.execute(f"UPDATE {table} SET start = end, end = start WHERE rowid % 3 = 0")
+    elif kind == "view":
+        con.execute(f'ALTER TABLE {table} RENAME TO "_fuzz_{op[1]}"')
+        if op[2]:
+            con.execute(
+                f"CREATE VIEW {table} AS WITH RECURSIVE r(x) AS "
+                "(SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS id, x AS start FROM r"
+            )
+        else:
+            con.execute(f'CREATE VIEW {table} AS SELECT * FROM "_fuzz_{op[1]}"')
     elif kind == "shift_ids":
         con.execute(f"UPDATE {table} SET {_q(op[2])} = {_q(op[2])} + ?", (op[3],))
 

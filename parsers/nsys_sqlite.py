@@ -200,8 +200,10 @@ class NsysDb:
         self.path = path
         try:
             self.con = fetcher.connect(path)
+            # tables only: nsys writes no views, and a view can run any query (a recursive
+            # one never ends), so a hostile file could hang the reader
             rows = self.con.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
             ).fetchall()
             self.columns: dict[str, frozenset[str]] = {}
             for (name,) in rows:

@@ -7,8 +7,10 @@ reader now reads it (counting what it skipped) or refuses it with one InputError
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -246,3 +248,31 @@ def test_a_utf8_byte_order_mark_before_the_json_is_read(tmp_path: Path):
     trace = api.load_trace(path)
     # assert
     assert trace.meta.n_events == api.load_trace(src).meta.n_events
+
+
+def test_a_recursive_view_in_an_nsys_export_cannot_hang_the_reader(tmp_path: Path):
+    # arrange: a hostile export where a table is a never-ending recursive view (found by hand
+    # while writing docs/security.md; now a mutation of the campaign). Run in a subprocess with a
+    # timeout, so that a regression fails instead of hanging the suite.
+    path = _sqlite(
+        tmp_path,
+        "DROP TABLE CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+        "CREATE VIEW CUPTI_ACTIVITY_KIND_CUDA_EVENT AS WITH RECURSIVE r(x) AS "
+        "(SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS start FROM r",
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO k",
+        "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS WITH RECURSIVE r(x) AS "
+        "(SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT x AS start FROM r",
+    )
+    # act
+    result = subprocess.run(
+        [sys.executable, "-m", "ccdiag.cli", "summary", str(path), "--json", "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # assert: views are not read (nsys writes none): only the whole-graph launches are kernels
+    assert result.returncode == 0, result.stderr
+    con = sqlite3.connect(path)
+    graphs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchone()[0]
+    con.close()
+    assert json.loads(result.stdout)["kinds"]["kernel"] == graphs
