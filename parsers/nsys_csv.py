@@ -124,7 +124,7 @@ def _open_text(path: Path) -> list[str]:
     """The first lines of a report (decompressed)."""
     opener = gzip.open if _is_gzip(path) else open
     with opener(path, "rt", encoding="utf-8-sig", errors="replace") as fh:  # type: ignore[operator]
-        return [fh.readline() for _ in range(50)]
+        return [fh.readline(1 << 16) for _ in range(50)]  # bounded: one line may be huge
 
 
 def _is_gzip(path: Path) -> bool:
