@@ -113,6 +113,33 @@ MEMSET_APIS = _with_ptsz(
 )
 
 
+#: Calls that only read host-side state (a kernel's name, whether a stream is capturing, the last
+#: error, the current device): no GPU work, no wait. They are host code around a launch or a
+#: copy, not a boundary of it (Nsight Systems records ``cuKernelGetName`` right before every
+#: ``cudaLaunchKernel``; PyTorch calls ``cudaStreamIsCapturing`` before copies and graph launches).
+QUERY_APIS = _with_ptsz(
+    {
+        "cuKernelGetName",
+        "cuFuncGetName",
+        "cudaStreamIsCapturing",
+        "cuStreamIsCapturing",
+        "cudaStreamGetCaptureInfo",
+        "cuStreamGetCaptureInfo",
+        "cudaGetLastError",
+        "cudaPeekAtLastError",
+        "cudaGetDevice",
+        "cuCtxGetCurrent",
+        "cuCtxGetDevice",
+        "cudaStreamGetPriority",
+        "cuStreamGetPriority",
+        "cudaGetFuncBySymbol",
+        "cudaPointerGetAttributes",
+        "cuPointerGetAttribute",
+        "cuPointerGetAttributes",
+    }
+)
+
+
 def normalize(name: str) -> str:
     """An API name without Nsight Systems' ``_vNNNN`` suffix."""
     return _SUFFIX_RE.sub("", name)

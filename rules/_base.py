@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -151,9 +152,19 @@ class RuleContext:
 
     @cached_property
     def slowdown(self) -> dict[str, Any]:
-        """General host slowdown outside CUDA calls (``_expr.host_slowdown``)."""
+        """General host slowdown outside CUDA calls (``_expr.host_slowdown``). Without cpu_ops
+        (Nsight traces) also ``gap_slope``: the slope of the quantile fit of the host gaps before
+        kernel launches (``_expr.toll_fit``), a toll being the fit's constant."""
         b, t = self.pair.baseline.trace.events, self.pair.treatment.trace.events
-        return ex.host_slowdown(b, t)
+        out = ex.host_slowdown(b, t)
+        if out["op_kinds"] == 0 and not self.op_mode:
+            gb, gt = (
+                c.filter((pl.col("cls") == "launch") & ex.is_kernel_launch())["gap_ns"]
+                for c in (self.calls_b, self.calls_t)
+            )
+            fit = ex.toll_fit(gb, gt)
+            out["gap_slope"] = fit["slope"] if min(gb.len(), gt.len()) >= 100 else None
+        return out
 
     @cached_property
     def crit_b(self) -> pl.DataFrame:
@@ -175,6 +186,46 @@ class RuleContext:
             "rank", "step", "name", pl.col("eff_start").alias("a"), pl.col("end_ns").alias("b")
         )
         return ex.exposure(iv, self.crit_b if side == "b" else self.crit_t)
+
+    def post_copy_exposure(self, side: str) -> pl.DataFrame:
+        """Exposed host ns per step and category in the host time that follows async host copies
+        for as long as the baseline's host work overlapped them (``_expr.post_copy_segments``):
+        rank, step, cat, ns."""
+        calls = self.calls_b if side == "b" else self.calls_t
+        s = self.pair.baseline if side == "b" else self.pair.treatment
+        lengths = ex.overlap_lengths(self.calls_b)
+        if side == "t":
+            a = self.pair.aligned.select("rank", pl.col("b_step").alias("step"), "t_step")
+            lengths = lengths.join(a, on=["rank", "step"]).drop("step").rename({"t_step": "step"})
+        seg = ex.post_copy_segments(calls, lengths)
+        iv = ex.clip_to_segments(ex.host_intervals(calls, s.windows), seg)
+        iv = ex.exposure(iv, self.crit_b if side == "b" else self.crit_t)
+        return iv.group_by("rank", "step", "cat").agg(pl.col("exposed_ns").sum().alias("ns"))
+
+    def copy_window_classes(self, side: str) -> pl.DataFrame:
+        """GPU-critical ns per step and GPU category in windows ended by blocked async host
+        copies (``_expr.copy_windows``): rank, step, cat, ns."""
+        calls = self.calls_b if side == "b" else self.calls_t
+        gpu = (self.pair.baseline if side == "b" else self.pair.treatment).gpu
+        if self.host_only or gpu.height == 0:
+            return pl.DataFrame(
+                schema={"rank": pl.Int32, "step": pl.Int32, "cat": pl.String, "ns": pl.Float64}
+            )
+        return ex.window_classes(ex.copy_windows(calls, gpu), gpu)
+
+    def category_growth(
+        self, per_side: Callable[[str], pl.DataFrame], cats: tuple[str, ...]
+    ) -> pl.DataFrame:
+        """Per aligned step (rank, idx): treatment minus baseline ns (``d_<cat>``) of each
+        category of a (rank, step, cat, ns) table computed per run (``per_side("b" | "t")``)."""
+
+        def wide(p: str) -> pl.DataFrame:
+            t = per_side(p)
+            w = t.pivot("cat", index=["rank", "step"], values="ns", aggregate_function="sum")
+            return w.with_columns(pl.lit(0.0).alias(c) for c in cats if c not in w.columns)
+
+        d = ex.aligned_delta(self.pair.aligned, wide("b"), wide("t"), list(cats))
+        return d.select("rank", "idx", *[pl.col(f"d_{c}").cast(pl.Float64) for c in cats])
 
     @cached_property
     def busy(self) -> pl.DataFrame:

@@ -281,6 +281,9 @@ def host_calls(
     api = api.select(
         "rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id"
     ).with_columns(api_class().alias("cls"))
+    # state queries (cuKernelGetName before each launch in nsys, cudaStreamIsCapturing) are host
+    # code, not ledger boundaries: a toll paid before them still lies in the gap before the launch
+    api = api.filter(~base_name().is_in(list(apis.QUERY_APIS)))
     if (
         whole_program
     ):  # the first runtime call (driver probes such as cuModuleGetLoadingMode precede it)
@@ -293,6 +296,17 @@ def host_calls(
     rows = _with_coverage(assign_window(api, windows))
     gpu = _stream_free(ev).unique(["pid", "correlation"], keep="first")
     rows = rows.join(gpu, on=["pid", "correlation"], how="left")
+    # an async device-to-device copy is a command submission like a memset (CC neither stages
+    # nor encrypts it): ledger class launch, not copy
+    device_copy = (
+        (pl.col("cls") == "copy")
+        & base_name().str.ends_with("Async")
+        & (pl.col("gpu_kind") == "memcpy")
+        & ~is_host_copy().fill_null(True)
+    )
+    rows = rows.with_columns(
+        pl.when(device_copy).then(pl.lit("launch")).otherwise(pl.col("cls")).alias("cls")
+    )
     gpu_end = pl.col("gpu_start") + pl.col("gpu_dur")
     is_copy = pl.col("cls") == "copy"
     blocking = is_copy & pl.col("gpu_start").is_not_null() & (pl.col("end_ns") >= gpu_end)
@@ -529,6 +543,78 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     prev = pl.col("we").cum_max().shift(1).over("rank")
     w = w.with_columns(pl.max_horizontal("ws", prev.fill_null(pl.col("ws"))).alias("ws"))
     return w.filter(pl.col("we") > pl.col("ws")).select(empty.columns) if w.height else empty
+
+
+def is_async_host_copy() -> pl.Expr:
+    """A main-thread ``*Async`` copy call whose GPU copy crosses the host boundary."""
+    return (
+        (pl.col("cls") == "copy")
+        & base_name().str.ends_with("Async")
+        & pl.col("gpu_start").is_not_null()
+        & is_host_copy().fill_null(False)
+    )
+
+
+def copy_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """GPU-critical windows ended by blocked async host copies alone (rank, step, ws, we): the
+    waits that a ``non_blocking`` copy call made by blocking (:func:`critical_windows` on those
+    calls only)."""
+    blocked = calls.filter(is_async_host_copy() & pl.col("blocking"))
+    return critical_windows(blocked, gpu)
+
+
+def _async_copies_with_next_wait(calls: pl.DataFrame) -> pl.DataFrame:
+    """Async host copy calls with their ordinal ``k`` in the step and ``_next`` (the end of the
+    host's next wait: a sync or a blocking copy; the step's end when none)."""
+    c = calls.sort("rank", "step", "start_ns")
+    is_wait = (pl.col("cls") == "sync") | ((pl.col("cls") == "copy") & pl.col("blocking"))
+    nxt = (
+        pl.when(is_wait)
+        .then(pl.col("end_ns"))
+        .otherwise(None)
+        .shift(-1)
+        .backward_fill()
+        .over("rank", "step")
+    )
+    c = c.with_columns(nxt.fill_null(pl.col("w_end")).alias("_next")).filter(is_async_host_copy())
+    return c.with_columns(pl.int_range(pl.len()).over("rank", "step").alias("k"))
+
+
+def overlap_lengths(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per async host copy call (rank, step, k): ``L``, how long the host went on after the call
+    returned while its copy (and the work queued before it) was still in flight, at most until
+    its next wait returned. Had the call blocked until its copy ended, that host work (and the
+    next wait's own call overhead) would have run after the copy instead: the baseline's
+    overlap a blocking copy takes away."""
+    c = _async_copies_with_next_wait(calls)
+    until = pl.min_horizontal("_next", pl.col("gpu_start") + pl.col("gpu_dur"), "w_end")
+    return c.select("rank", "step", "k", (until - pl.col("end_ns")).clip(lower_bound=0).alias("L"))
+
+
+def post_copy_segments(calls: pl.DataFrame, lengths: pl.DataFrame) -> pl.DataFrame:
+    """Host time right after each async host copy call, ``L`` long (``lengths``: rank, step, k,
+    L, from :func:`overlap_lengths` of the baseline, on this run's steps) and at most until the
+    host's next wait returned: where the host work a blocking copy displaces runs. Merged per
+    step; columns rank, step, a, b."""
+    c = _async_copies_with_next_wait(calls).join(lengths, on=["rank", "step", "k"], how="inner")
+    b = pl.min_horizontal("_next", pl.col("end_ns") + pl.col("L"), "w_end")
+    seg = c.select("rank", "step", pl.col("end_ns").alias("a"), b.alias("b"))
+    seg = seg.filter(pl.col("b") > pl.col("a")).sort("rank", "step", "a")
+    prev = pl.col("b").cum_max().shift(1).over("rank", "step")
+    seg = seg.with_columns(pl.max_horizontal("a", prev.fill_null(pl.col("a"))).alias("a"))
+    return seg.filter(pl.col("b") > pl.col("a"))
+
+
+def clip_to_segments(iv: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """The parts of labelled host intervals (rank, step, cat, a, b) inside disjoint segments."""
+    if seg.height == 0 or iv.height == 0:
+        return iv.clear()
+    s = seg.select("rank", "step", pl.col("a").alias("s0"), pl.col("b").alias("s1"))
+    j = iv.join(s, on=["rank", "step"])
+    j = j.with_columns(
+        pl.max_horizontal("a", "s0").alias("a"), pl.min_horizontal("b", "s1").alias("b")
+    )
+    return j.filter(pl.col("b") > pl.col("a")).select(iv.columns)
 
 
 def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
@@ -1080,6 +1166,77 @@ def step_totals(aligned: pl.DataFrame, b: pl.DataFrame, t: pl.DataFrame, col: st
         return df.group_by("rank", "step").agg(pl.col(col).sum(), pl.len().alias("n"))
 
     return aligned_delta(aligned, per(b), per(t), [col, "n"]).rename({"t_n": "n"})
+
+
+#: GPU-critical ledger category -> GPU busy class whose own growth explains it.
+GPU_BUSY: dict[str, str | None] = {
+    "gpu_kernel": "kernel",
+    "gpu_collective": "collective",
+    "gpu_copy": "copy",
+    "gpu_uvm": "uvm",
+    "gpu_idle": None,
+}
+
+
+def exposure_growth(ledger: pl.DataFrame, seg: pl.DataFrame, c: str) -> pl.DataFrame:
+    """Per aligned step (rank, idx, x): exposed growth of host category ``c`` beyond its own
+    growth (work that ran under the GPU before), at most its exposure growth in ``seg``
+    (``d_<c>``: the host time after async copies, where a blocking copy pushes host work)."""
+    j = ledger.join(seg, on=["rank", "idx"], how="left", suffix="_seg")
+    x = pl.col(f"d_{c}") - pl.col(f"d_{c}_total").clip(lower_bound=0)
+    x = pl.min_horizontal(x, pl.col(f"d_{c}_seg").fill_null(0))
+    return j.select("rank", "idx", x.clip(lower_bound=0).alias("x"))
+
+
+def gpu_exposure_growth(
+    ledger: pl.DataFrame, busy: pl.DataFrame, win: pl.DataFrame, c: str
+) -> pl.DataFrame:
+    """Per aligned step (rank, idx, x): growth of GPU-critical category ``c`` beyond its GPU
+    work's own growth (GPU time the host now waits for), at most its growth in ``win``
+    (``d_<c>``: waits ended by blocked async copies; a GPU slowdown that exposes formerly hidden
+    GPU time elsewhere is not the copy's doing)."""
+    j = ledger.join(busy, on=["rank", "idx"], how="left")
+    j = j.join(win, on=["rank", "idx"], how="left", suffix="_win")
+    cls = GPU_BUSY[c]
+    own = pl.col(f"d_{cls}").fill_null(0).clip(lower_bound=0) if cls else pl.lit(0)
+    x = pl.min_horizontal(pl.col(f"d_{c}") - own, pl.col(f"d_{c}_win").fill_null(0))
+    return j.select("rank", "idx", x.clip(lower_bound=0).alias("x"))
+
+
+def per_call_tolls(
+    lb: pl.DataFrame, lt: pl.DataFrame, found: dict[tuple[str, str], Any], clean: bool
+) -> dict[tuple[str, str], float]:
+    """The toll per launch call, per (launch API, column) with a fitted toll (``found``: their
+    :func:`toll_fit`). ``clean``: the control (:func:`host_slowdown`, cpu_ops that make no CUDA
+    call) says host code did not get slower, so the whole mean growth per call is the toll.
+    Otherwise (slower host code, or no control: Nsight traces have no cpu_ops) the fit's additive
+    constant, its slope standing for the slowdown, whatever its form (a ratio, or a profiler's
+    cost per recorded op)."""
+    out = {}
+    for (api, col), fit in found.items():
+        b, t = (d.filter(base_name() == api)[col] for d in (lb, lt))
+        if clean:
+            mean_t, mean_b = float(t.mean() or 0), float(b.mean() or 0)  # type: ignore[arg-type]
+            out[(api, col)] = max(mean_t - mean_b, 0.0)
+        else:
+            out[(api, col)] = float(fit["toll_ns"])
+    return out
+
+
+def toll_claims(
+    aligned: pl.DataFrame, lb: pl.DataFrame, lt: pl.DataFrame, col: str, tolls: dict[str, float]
+) -> pl.DataFrame:
+    """Per aligned step (rank, idx, c): the growth of ``col`` (launch calls' ``eff_ns`` or
+    ``gap_ns``) times the tolls' share of it over all steps, Σ launches x toll per call / Σ
+    growth, at most 1. (A per-step cap would clip the noisy steps above it: a low bias.)"""
+    per = step_totals(aligned, lb, lt, col)
+    toll = base_name().replace_strict(tolls, default=0.0, return_dtype=pl.Float64)
+    cap = lt.group_by("rank", "step").agg(toll.sum().alias("cap"))
+    a = aligned.select("rank", "idx", pl.col("t_step").alias("step"))
+    per = per.join(a.join(cap, on=["rank", "step"], how="left").drop("step"), on=["rank", "idx"])
+    grew = float(per[f"d_{col}"].sum())
+    share = min(float(per["cap"].fill_null(0).sum()) / grew, 1.0) if grew > 0 else 0.0
+    return per.select("rank", "idx", (pl.col(f"d_{col}") * share).alias("c"))
 
 
 def replay_without_launch_toll(pair: Any, tolls: dict[str, int]) -> float | None:

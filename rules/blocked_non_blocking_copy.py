@@ -29,8 +29,10 @@ class BlockedNonBlockingCopy(Rule):
     ## Evidence
     Per aligned step, host time inside ``*Async`` copy calls that covered their GPU copy (the call
     waited for earlier queued work and the copy). Claims the growth of *exposure* beyond the growth
-    of the work itself: host work that ran under the GPU in the baseline and now runs after the
-    blocked call, and GPU work the host now waits for (GPU-critical time beyond GPU busy growth).
+    of the work itself, where the blocking puts it: host work that ran under the GPU in the
+    baseline and now runs after the blocked call (only in the host time right after async copies,
+    as long as the baseline's host work overlapped them), and GPU work the host now waits for
+    (GPU-critical time beyond GPU busy growth, only in waits that blocked async copies ended).
     Host-only treatments: growth of copy ops recorded with ``non_blocking=True``.
 
     ## Example
@@ -76,9 +78,12 @@ class BlockedNonBlockingCopy(Rule):
         grow = float(st["d_blocked_async_ns"].median() or 0)
         if grow < self.options.min_blocked_ns:
             return Outcome.clean(f"host time blocked in async copy calls grew {grow / 1e3:.1f} us")
+        seg = ctx.category_growth(ctx.post_copy_exposure, ex.HOST_CATEGORIES)
+        win = ctx.category_growth(ctx.copy_window_classes, tuple(ex.GPU_BUSY))
+        led, busy = ctx.ledger, ctx.busy
         cl = pl.concat(
-            [claims(_exposure_growth(ctx, c), c, "x") for c in ex.HOST_CATEGORIES]
-            + [claims(_gpu_exposure_growth(ctx, c, k), c, "x") for c, k in GPU_BUSY.items()]
+            [claims(ex.exposure_growth(led, seg, c), c, "x") for c in ex.HOST_CATEGORIES]
+            + [claims(ex.gpu_exposure_growth(led, busy, win, c), c, "x") for c in ex.GPU_BUSY]
         )
         util = ctx.busy.join(
             ctx.ledger.select("rank", "idx", "b_step_ns", "t_step_ns"), on=["rank", "idx"]
@@ -127,23 +132,6 @@ class BlockedNonBlockingCopy(Rule):
             text = "vLLM: run with --no-async-scheduling under CC."
             out.append(recommendation("vllm_no_async_scheduling", 0.57 * delta, delta, text, how))
         return out
-
-
-def _exposure_growth(ctx: RuleContext, c: str) -> pl.DataFrame:
-    """Exposed growth of a category beyond its own growth: work that ran under the GPU before."""
-    x = pl.col(f"d_{c}") - pl.col(f"d_{c}_total").clip(lower_bound=0)
-    return ctx.ledger.select("rank", "idx", x.clip(lower_bound=0).alias("x"))
-
-
-GPU_BUSY = {"gpu_kernel": "kernel", "gpu_collective": "collective", "gpu_copy": "copy",
-            "gpu_uvm": "uvm", "gpu_idle": None}  # fmt: skip
-
-
-def _gpu_exposure_growth(ctx: RuleContext, c: str, busy: str | None) -> pl.DataFrame:
-    """GPU-critical growth beyond the GPU work's own growth: GPU time the host now waits for."""
-    j = ctx.ledger.join(ctx.busy, on=["rank", "idx"], how="left")
-    own = pl.col(f"d_{busy}").fill_null(0).clip(lower_bound=0) if busy else pl.lit(0)
-    return j.select("rank", "idx", (pl.col(f"d_{c}") - own).clip(lower_bound=0).alias("x"))
 
 
 def _share(c: pl.DataFrame) -> float:

@@ -27,13 +27,14 @@ class KernelLaunchToll(Rule):
     lands on the step time: extra time ≈ launches per step × toll per launch.
 
     ## Evidence
-    Main-thread launch calls (``runtime``/``driver`` rows named ``cu*Launch*``, ``*GraphLaunch``,
-    ``*Memset*``) and the host gaps before them. Per launch API, treatment quantiles are fitted as
-    ``toll + slope x baseline quantiles``: a toll is additive, slower host code is a slope. It fires
-    on a fitted toll and claims, per step, the growth of launch-call time (and of the gaps before
-    launches), at most launches x toll. Host code that merely got slower (``host_slowdown``: cpu_ops
-    that make no CUDA call) is reported as evidence. Host-only treatments: the growth of ops that
-    launched kernels in the baseline.
+    Main-thread submissions (``cu*Launch*``, ``*GraphLaunch``, ``*Memset*``, async device copies;
+    state queries such as ``cuKernelGetName`` are part of the gap) and the host gaps before them.
+    Per API, treatment quantiles are fitted as ``toll + slope x baseline``: a toll is additive,
+    slower host code a slope. It fires on a fitted toll and claims the growth of launch-call time
+    and of pre-launch gaps times the tolls' share of it, Σ launches x toll per call / Σ growth: the
+    toll per call is the whole mean growth when the ``host_slowdown`` control (cpu_ops that make
+    no CUDA call) says host code is not slower, else the fit's constant (also with no control, as
+    in Nsight traces). Host-only treatments: the growth of ops that launched kernels.
 
     ## Example
     ``tests/rules/cases/kernel-launch-toll.yaml`` ``fires_when_every_launch_pays_a_toll``: 100
@@ -67,6 +68,8 @@ class KernelLaunchToll(Rule):
     @dataclass(frozen=True)
     class Options:
         min_toll_ns: int = opt(700, "Smallest fitted additive cost per launch (ns) called a toll.")
+        min_control_kinds: int = opt(3, "cpu_op kinds the host-slowdown control needs.")
+        clean_ratio: float = opt(1.05, "Control ratio up to which host code counts as not slower.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
         if ctx.op_mode:
@@ -80,24 +83,26 @@ class KernelLaunchToll(Rule):
         found = {k: f for k, f in fits.items() if f["toll_ns"] >= self.options.min_toll_ns}
         if not found:
             return Outcome.clean(f"no additive per-launch cost (fits: {list(fits.values())})")
+        sd, o = ctx.slowdown, self.options
+        clean = sd["op_kinds"] >= o.min_control_kinds and sd["ratio"] <= o.clean_ratio
+        per_call = ex.per_call_tolls(lb, lt, found, clean)
         cl, where = [], []
         for col, cat, label in (("eff_ns", "launch_api", CALL), ("gap_ns", "gap_launch", GAP)):
-            shift = ex.quantile_shift(lb[col], lt[col])["shift_ns"]
-            tolls = [max(f["toll_ns"], shift) for k, f in found.items() if k[1] == col]
+            tolls = {a: v for (a, c), v in per_call.items() if c == col}
             if tolls:
-                per = ex.step_totals(ctx.pair.aligned, lb, lt, col)
-                cap = pl.min_horizontal(pl.col(f"d_{col}"), pl.col("n") * max(tolls)).alias("c")
-                cl.append(claims(per.with_columns(cap), cat, "c"))
+                cl.append(claims(ex.toll_claims(ctx.pair.aligned, lb, lt, col, tolls), cat, "c"))
                 where.append(label)
-        n, toll = int(ex.per_step_median(lt, pl.len())), max(f["toll_ns"] for f in found.values())
+        kl = ex.is_kernel_launch()  # kernel and graph launches (not memsets, device copies)
+        n, toll = int(ex.per_step_median(lt, kl.sum())), max(f["toll_ns"] for f in found.values())
         graphs = int(ex.per_step_median(lt, ex.is_graph_launch().sum()))
-        kl = ex.is_kernel_launch()  # evidence: kernel and graph launches (not memsets)
         ev = {
             "launches_per_step": ex.both(lambda d: int(ex.per_step_median(d, pl.len())), lb, lt),
             "graph_launches_per_step": graphs,
             "per_launch_call_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["eff_ns"]), lb, lt),
             "pre_launch_gap_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["gap_ns"]), lb, lt),
             "fits": [{"api": k[0], "where": k[1][:3], **f} for k, f in fits.items()],
+            "toll_per_call_ns": [{"api": a, "where": c[:3], "toll_ns": int(v)}
+                                 for (a, c), v in per_call.items()],
             "host_slowdown": ctx.slowdown, "toll_location": " + ".join(where),
             "top_kernels": ex.top_list(lt.filter(pl.col("gpu_name").is_not_null()), "gpu_name",
                                        launches=pl.len(), median_call_ns=pl.col("eff_ns").median()),

@@ -5,14 +5,22 @@
 
 1. **Emulated samples** (``sample_traces/<name>/``): real H200 runs, CC emulated by the LD_PRELOAD
    shim; ``ground_truth.json`` gives per mechanism the injected ns per step (shim counters) and
-   the measured impact (median step with only that mechanism on minus the baseline's, over all
-   rounds, with a 95 % CI). ccdiag analyzes the shipped pair (round 0).
+   the measured impact (median step with only that mechanism on minus the baseline's, with a
+   bootstrap 95 % CI). Pairs of per-rank traces are judged against the mean of the per-rank
+   truths (``ground_truth.rank<N>.json``: the engine averages the ranks' steps). A pair without
+   its own truth takes its workload's (``TRUTH_OF``: ``decode_eager_nsys`` is ``decode_eager``
+   profiled by Nsight Systems, sample_traces/README.md).
 2. **Synthetic pairs** (clearly synthetic): real CC-off H200 traces replayed by ``ccdiag.replay``
    with injected costs; the truth per mechanism is its Shapley share of the modelled delta (the
    shares add up to the delta; interactions split evenly) and its only-X impact.
 
 Targets: each injected mechanism within ±15 % of its truth, mechanisms not injected below 3 % of
-the delta, ``unattributed`` at most 10 %.
+the delta, ``unattributed`` at most 10 %. Each is scored as stated; where the truth's 95 % CI is
+itself wider than ±15 % the row says so and is also scored against the CI. Two facts of the
+truth decide what can be met at all and are shown per pair: how far the pair's own delta is from
+the truth's delta (the traces are not the runs the truth was measured on, or the profiler slowed
+one side), and the truth's residual, delta − Σ only-X impacts (mechanisms that interact: the
+sum of "only X on" impacts is not the delta; no partition can match every only-X impact then).
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ SAMPLES = ROOT / "sample_traces"
 TRACES = ROOT / "tests" / "data" / "shared" / "traces"
 BEGIN, END = "<!-- attribution-accuracy:begin -->", "<!-- attribution-accuracy:end -->"
 B200 = {"launch_toll_ns": 12_250, "copies_blocking": True, "copy_toll_ns": 35_000, "copy_gbps": 9.6}
+#: Pairs without their own ground_truth.json: the sample whose truth applies (same workload and
+#: injected costs, another profiler).
+TRUTH_OF = {"decode_eager_nsys": "decode_eager"}
+TOL = 0.15
 
 
 @dataclass
@@ -53,16 +65,35 @@ class Row:
     def error(self) -> float | None:
         return (self.attributed - self.truth) / self.truth if self.truth else None
 
-    def close(self) -> bool:
-        """Within ±15 % of the truth, or off by at most 3 % of the pair's delta."""
-        return self.ok() or abs(self.attributed - self.truth) <= 0.03 * abs(self.delta)
+    def within(self) -> bool:
+        """Within ±15 % of the truth."""
+        e = self.error()
+        return e is not None and abs(e) <= TOL
+
+    def in_ci(self) -> bool:
+        """Inside the truth's 95 % CI."""
+        ci = self.truth_ci
+        return ci is not None and ci[0] <= self.attributed <= ci[1]
+
+    def ci_wide(self) -> bool:
+        """The truth's CI reaches beyond ±15 % of the truth (the truth cannot judge ±15 %)."""
+        ci, v = self.truth_ci, self.truth
+        return ci is not None and (v == 0 or max(v - ci[0], ci[1] - v) > TOL * abs(v))
 
     def ok(self) -> bool:
-        e = self.error()
-        inside = (
-            self.truth_ci is not None and self.truth_ci[0] <= self.attributed <= self.truth_ci[1]
-        )
-        return (e is not None and abs(e) <= 0.15) or inside
+        """Within ±15 %, or inside a CI that is wider than ±15 %."""
+        return self.within() or (self.ci_wide() and self.in_ci())
+
+
+@dataclass
+class Pair:
+    name: str
+    report: Report
+    truth: dict[str, Any]
+    note: str = ""
+
+    def delta(self) -> float:
+        return float(self.report.partition.total_ns_per_step)
 
 
 def _side(d: Path, name: str) -> Path | None:
@@ -72,14 +103,45 @@ def _side(d: Path, name: str) -> Path | None:
     return None
 
 
-def emulated() -> list[tuple[str, Report, dict[str, Any]]]:
+def mean_truth(d: Path) -> dict[str, Any]:
+    """The sample's truth; for per-rank samples the mean of the ranks' values and CI bounds."""
+    g = json.loads((d / "ground_truth.json").read_text())
+    ranks = sorted(d.glob("ground_truth.rank*.json"))
+    if len(ranks) < 2:
+        return g
+    rs = [json.loads(p.read_text()) for p in ranks]
+
+    def avg(get: Any) -> Any:
+        vals = [get(r) for r in rs]
+        if isinstance(vals[0], dict):
+            return {"value": float(np.mean([v["value"] for v in vals])),
+                    "ci95": [float(np.mean([v["ci95"][i] for v in vals])) for i in (0, 1)]}  # fmt: skip
+        return float(np.mean(vals))
+
+    g = dict(g)
+    g["impact_ns_per_step"] = {
+        m: avg(lambda r, m=m: r["impact_ns_per_step"][m]) for m in g["impact_ns_per_step"]
+    }
+    g["delta_ns_per_step"] = avg(lambda r: r["delta_ns_per_step"])
+    inj = g.get("injected_ns_per_step", {})
+    g["injected_ns_per_step"] = {m: avg(lambda r, m=m: r["injected_ns_per_step"][m]) for m in inj}
+    g["ranks_averaged"] = len(rs)
+    return g
+
+
+def _protocol(g: dict[str, Any]) -> str:
+    return "one session" if g.get("session") == "single" else "per-phase sessions"
+
+
+def emulated() -> list[Pair]:
     out = []
-    for d in sorted(p for p in SAMPLES.iterdir() if (p / "ground_truth.json").exists()):
+    for d in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
+        src = SAMPLES / TRUTH_OF.get(d.name, d.name)
         b, t = _side(d, "baseline"), _side(d, "treatment")
-        if b and t:
-            out.append(
-                (d.name, api.diagnose(b, t), json.loads((d / "ground_truth.json").read_text()))
-            )
+        if not (b and t and (src / "ground_truth.json").exists()):
+            continue
+        note = f"truth of `{src.name}`" if src != d else ""
+        out.append(Pair(d.name, api.diagnose(b, t), mean_truth(src), note))
     return out
 
 
@@ -118,7 +180,7 @@ SYNTHETIC: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
 }
 
 
-def synthetic(tmp: Path) -> list[tuple[str, Report, dict[str, Any]]]:
+def synthetic(tmp: Path) -> list[Pair]:
     out = []
     for name, (trace, shape, inj) in SYNTHETIC.items():
         base = api.load_trace(TRACES / trace)
@@ -129,34 +191,28 @@ def synthetic(tmp: Path) -> list[tuple[str, Report, dict[str, Any]]]:
         d.mkdir(parents=True, exist_ok=True)
         write_kineto(synthesize(base, Injection()), d / "baseline.json.gz")
         write_kineto(synthesize(base, injection), d / "treatment.json.gz")
-        out.append(
-            (
-                name,
-                api.diagnose(d / "baseline.json.gz", d / "treatment.json.gz"),
-                ground_truth(base, injection),
-            )
-        )
+        r = api.diagnose(d / "baseline.json.gz", d / "treatment.json.gz")
+        out.append(Pair(name, r, ground_truth(base, injection)))
     return out
 
 
-def rows_emulated(name: str, r: Report, g: dict[str, Any]) -> list[Row]:
-    got = {a.mechanism: a.ns_per_step for a in r.attribution}
-    inj = g.get("injected_ns_per_step", {})
-    total = float(r.partition.total_ns_per_step)
+def rows_emulated(p: Pair) -> list[Row]:
+    got = {a.mechanism: a.ns_per_step for a in p.report.attribution}
+    inj = p.truth.get("injected_ns_per_step", {})
     return [
-        Row(name, m, got.get(m, 0.0), v["value"], tuple(v["ci95"]), inj.get(m), total)
-        for m, v in g["impact_ns_per_step"].items()
+        Row(p.name, m, got.get(m, 0.0), v["value"], tuple(v["ci95"]), inj.get(m), p.delta())
+        for m, v in p.truth["impact_ns_per_step"].items()
     ]
 
 
-def rows_synthetic(name: str, r: Report, g: dict[str, Any]) -> list[Row]:
-    got = {a.mechanism: a.ns_per_step for a in r.attribution}
-    used = [p.baseline_step for p in r.partition.per_step if p.kept]  # the report's steps
-    total = float(r.partition.total_ns_per_step)
+def rows_synthetic(p: Pair) -> list[Row]:
+    got = {a.mechanism: a.ns_per_step for a in p.report.attribution}
+    used = [s.baseline_step for s in p.report.partition.per_step if s.kept]  # the report's steps
     out = []
-    for m, per_step in g["shapley_per_step"].items():
+    for m, per_step in p.truth["shapley_per_step"].items():
         shap = float(np.asarray(per_step)[used].mean())
-        out.append(Row(name, m, got.get(m, 0.0), shap, None, g["impact_ns_per_step"][m], total))
+        only = p.truth["impact_ns_per_step"][m]
+        out.append(Row(p.name, m, got.get(m, 0.0), shap, None, only, p.delta()))
     return out
 
 
@@ -174,40 +230,59 @@ def others(r: Report, truth: set[str]) -> str:
     return ", ".join(extra) or "-"
 
 
-def table(
-    title: str, kind: str, items: list[tuple[str, Report, dict[str, Any]]]
-) -> tuple[str, dict[str, int]]:
-    score = {"ok": 0, "close": 0, "n": 0, "others_ok": 0, "unattr_ok": 0, "pairs": 0}
-    truth_head = "impact (95 % CI)" if kind == "emulated" else "Shapley truth"
-    inj_head = "injected" if kind == "emulated" else "only-X impact"
+def truth_facts(p: Pair) -> tuple[float | None, float | None]:
+    """(truth's delta, truth's residual = delta − Σ only-X impacts), ns per step."""
+    d = p.truth.get("delta_ns_per_step")
+    if not isinstance(d, dict):
+        return None, None
+    total = sum(v["value"] for v in p.truth["impact_ns_per_step"].values())
+    return d["value"], d["value"] - total
+
+
+def _mark(b: bool) -> str:
+    return "yes" if b else "no"
+
+
+def table(title: str, kind: str, items: list[Pair]) -> tuple[str, dict[str, int]]:
+    score = dict.fromkeys(
+        ("n", "within", "in_ci", "ok", "wide", "pairs", "others_ok", "unattr_ok"), 0
+    )
+    emu = kind == "emulated"
+    truth_head = "impact (95 % CI)" if emu else "Shapley truth"
+    inj_head = "injected" if emu else "only-X impact"
     lines = [
         f"#### {title}",
         "",
-        f"| pair | delta (µs/step) | mechanism | attributed | {truth_head} | {inj_head} | error | "
-        "error / delta | ±15 % |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|",
+        f"| pair | delta µs/step | mechanism | attributed | {truth_head} | {inj_head} | error | "
+        "error / delta | ±15 % | in CI | CI > ±15 % |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|---|---|",
     ]
     summary = [
         "",
-        "| pair | unattributed | not injected but attributed (≥ 0.5 %) |",
-        "|---|---:|---|",
+        "| pair | unattributed | not injected but attributed (≥ 0.5 %) |"
+        + (" truth's delta | truth's residual | truth | notes |" if emu else ""),
+        "|---|---:|---|" + ("---:|---:|---|---|" if emu else ""),
     ]
-    for name, r, g in items:
-        rows = rows_emulated(name, r, g) if kind == "emulated" else rows_synthetic(name, r, g)
+    for p in items:
+        r = p.report
+        rows = rows_emulated(p) if emu else rows_synthetic(p)
         for i, row in enumerate(rows):
             ci = f" ({_us(row.truth_ci[0])} – {_us(row.truth_ci[1])})" if row.truth_ci else ""
             e = row.error()
             lines.append(
-                f"| {name if i == 0 else ''} | {_us(row.delta) if i == 0 else ''} | `{row.mechanism}` | "
-                f"{_us(row.attributed)} | {_us(row.truth)}{ci} | {_us(row.injected)} | "
-                f"{'-' if e is None else f'{e:+.0%}'} | {(row.attributed - row.truth) / (abs(row.delta) or 1):+.1%} | "
-                f"{'yes' if row.ok() else 'no'} |"
+                f"| {p.name if i == 0 else ''} | {_us(row.delta) if i == 0 else ''} | "
+                f"`{row.mechanism}` | {_us(row.attributed)} | {_us(row.truth)}{ci} | "
+                f"{_us(row.injected)} | {'-' if e is None else f'{e:+.0%}'} | "
+                f"{(row.attributed - row.truth) / (abs(row.delta) or 1):+.1%} | "
+                f"{_mark(row.within())} | {_mark(row.in_ci()) if row.truth_ci else '-'} | "
+                f"{_mark(row.ci_wide()) if row.truth_ci else '-'} |"
             )
             score["n"] += 1
+            score["within"] += row.within()
+            score["in_ci"] += row.in_ci()
             score["ok"] += row.ok()
-            score["close"] += row.close()
+            score["wide"] += row.ci_wide()
         truth = {row.mechanism for row in rows}
-        other = sum(abs(a.ns_per_step) for a in r.attribution if a.mechanism not in truth)
         total = abs(r.partition.total_ns_per_step) or 1
         score["pairs"] += 1
         score["others_ok"] += (
@@ -215,40 +290,64 @@ def table(
             < 0.03 * total
         )
         score["unattr_ok"] += abs(r.unattributed_share) <= 0.10
-        summary.append(f"| {name} | {r.unattributed_share:.0%} | {others(r, truth)} |")
-        del other
+        line = f"| {p.name} | {r.unattributed_share:.0%} | {others(r, truth)} |"
+        if emu:
+            td, res = truth_facts(p)
+            share = f" ({res / td:+.0%})" if td and res is not None else ""
+            notes = [p.note] if p.note else []
+            if td and abs(p.delta() - td) > TOL * abs(td):
+                notes.append(f"pair's delta {p.delta() / td:.2f}x the truth's")
+            if p.truth.get("ranks_averaged"):
+                notes.append(f"mean of {p.truth['ranks_averaged']} ranks' truths")
+            notes += [w.split(":")[0] for w in r.warnings if "slower" in w or "scale" in w]
+            line += (
+                f" {_us(td)} | {_us(res)}{share} | {_protocol(p.truth)} | "
+                f"{'; '.join(notes) or '-'} |"
+            )
+        summary.append(line)
     return "\n".join(lines + summary), score
 
 
-def render(emu: list, syn: list) -> str:
+def render(emu: list[Pair], syn: list[Pair]) -> str:
     t1, s1 = table("Emulated CC on a real H200 (sample_traces/)", "emulated", emu)
     t2, s2 = table(
         "Synthetic pairs (real H200 CC-off traces + injected costs; SYNTHETIC)", "synthetic", syn
     )
 
-    def line(s: dict[str, int]) -> str:
+    def line(s: dict[str, int], ci: bool) -> str:
+        head = f"{s['within']} of {s['n']} injected mechanisms within ±15 % of the truth"
+        if ci:
+            head += (
+                f" ({s['wide']} of the {s['n']} truths have a 95 % CI wider than ±15 %; "
+                f"{s['in_ci']} of {s['n']} attributions lie inside the truth's CI; "
+                f"{s['ok']} of {s['n']} within ±15 % or, where the CI is wider, inside it)"
+            )
         return (
-            f"{s['ok']} of {s['n']} injected mechanisms within ±15 % (or inside the truth's CI), "
-            f"{s['close']} of {s['n']} within ±15 % or ±3 % of the delta; "
-            f"{s['others_ok']} of {s['pairs']} pairs with every non-injected mechanism < 3 %; "
-            f"{s['unattr_ok']} of {s['pairs']} pairs with unattributed ≤ 10 %."
+            f"{head}; {s['others_ok']} of {s['pairs']} pairs with every non-injected mechanism "
+            f"< 3 % of the delta; {s['unattr_ok']} of {s['pairs']} pairs with unattributed ≤ 10 %."
         )
 
     return "\n".join(
         [
             "### Attribution accuracy",
             "",
-            "Generated by `python scripts/validate_samples.py` (do not edit by hand). Targets: each injected "
-            "mechanism within ±15 % of its ground truth, mechanisms not injected below 3 % of the delta, "
-            "`unattributed` at most 10 %.",
+            "Generated by `python scripts/validate_samples.py` (do not edit by hand). Targets: each "
+            "injected mechanism within ±15 % of its ground truth, mechanisms not injected below "
+            "3 % of the delta, `unattributed` at most 10 %.",
             "",
-            f"- Emulated samples: {line(s1)}",
-            f"- Synthetic pairs: {line(s2)}",
+            f"- Emulated samples: {line(s1, True)}",
+            f"- Synthetic pairs: {line(s2, False)}",
             "",
-            'Emulated samples: the truth ("impact") is measured over all rounds of the capture, while '
-            "ccdiag analyzes the shipped pair (round 0), whose own delta can differ a lot (profiled runs "
-            "are noisy; see each sample's README). Where the impact is far from what was injected, the "
-            "pair's delta is the better yardstick; both are shown.",
+            "How to read the emulated rows: the truth is the impact of each mechanism alone (median "
+            "step with only it on minus the baseline's). *truth's residual* is the truth's delta "
+            "minus the sum of those impacts: mechanisms that interact (a copy that blocks exposes "
+            "its own padding; the GPU hides a host cost once, not once per mechanism) or noise. "
+            "Where it is large no partition can match every only-X impact, and `unattributed` "
+            "cannot be judged against 10 %. *pair's delta* differs from the truth's where the "
+            "shipped traces are not the runs the truth was measured on (the `*_ctas2` pairs are "
+            "round 0 of per-phase profiler sessions, the older protocol) or where one side's host "
+            "code ran slower under the profiler (the Nsight pair). Per-rank pairs are judged "
+            "against the mean of the ranks' truths.",
             "",
             t1,
             "",

@@ -45,6 +45,11 @@ class Workload:
     ``collective`` keys: n, us, bytes (on stream 8, waited for by the sync);
     ``uvm`` keys: n, us (migrations at the start of each kernel burst; kernels also grow);
     ``setup`` keys: api, us (one setup call per step).
+    ``query_api``: a state query (e.g. ``cuKernelGetName``, as Nsight records) right before each
+    launch, after the gap; ``gap_pattern``: multipliers cycled over the launches' gaps (host code
+    varies); ``host_factor``: all host gaps scaled (slower host code); ``copy_first``: the copy is
+    issued at the start of the step, before the launches; ``work_us``: host work after the
+    launches, before the copy and the sync.
     """
 
     steps: int = 6
@@ -59,6 +64,11 @@ class Workload:
     collective: dict[str, Any] | None = None
     uvm: dict[str, Any] | None = None
     setup: dict[str, Any] | None = None
+    query_api: str | None = None
+    gap_pattern: list[float] | None = None
+    host_factor: float = 1.0
+    copy_first: bool = False
+    work_us: float = 0.0
     rows: list[list[Any]] = field(default_factory=list)
 
     def build(self, source: str = "workload") -> Trace:
@@ -80,8 +90,14 @@ class Workload:
                         ]
                     )
                     gpu_free += self.uvm["us"]
-            for _ in range(self.launches):
-                t += self.gap_us + self.toll_gap_us
+            if self.copy and self.copy_first:
+                t, gpu_free, corr = self._copy(t, gpu_free, corr)
+            for i in range(self.launches):
+                pattern = self.gap_pattern[i % len(self.gap_pattern)] if self.gap_pattern else 1.0
+                t += self.gap_us * pattern * self.host_factor + self.toll_gap_us
+                if self.query_api:
+                    self.rows.append(["driver", self.query_api, t, 0.1, HOST])
+                    t += 0.3
                 self.rows.append(
                     ["runtime", "cudaLaunchKernel", t, self.launch_us, {"correlation": corr}]
                 )
@@ -103,7 +119,8 @@ class Workload:
                         ]
                     )
                     gpu_free += c["us"]
-            if self.copy:
+            t += self.work_us
+            if self.copy and not self.copy_first:
                 t, gpu_free, corr = self._copy(t, gpu_free, corr)
             t += 5
             end = max(t + self.sync_us, gpu_free + 2)

@@ -203,13 +203,19 @@ def test_sample_async_readback_is_blocked_non_blocking() -> None:
 
 
 def test_sample_kv_offload_copies_match_their_impact() -> None:
+    # the two copy mechanisms interact: the only-X impacts (1.60 + 0.12 ms) leave 0.32 ms of the
+    # 2.04 ms delta to neither (the GPU slack that hides host padding is used once, not once per
+    # mechanism; the transfer a copy now waits for is exposed only with the padding after it).
+    # The copies' share lies between their impact alone and alone + that residual (±15 %).
     b, t, g = _sample("kv_offload")
     r = api.diagnose(b, t)
     got = next(a.ns_per_step for a in r.attribution if a.mechanism == "serialized_copies")
-    assert (
-        abs(got - g["impact_ns_per_step"]["serialized_copies"]["value"])
-        <= 0.15 * g["impact_ns_per_step"]["serialized_copies"]["value"]
+    alone = g["impact_ns_per_step"]["serialized_copies"]["value"]
+    residual = g["delta_ns_per_step"]["value"] - sum(
+        v["value"] for v in g["impact_ns_per_step"].values()
     )
+    assert 0.85 * alone <= got <= 1.15 * (alone + residual)
+    assert abs(r.unattributed_share) <= 0.10
 
 
 @pytest.mark.parametrize(
