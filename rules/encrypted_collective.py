@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -10,6 +9,7 @@ import polars as pl
 from ccdiag.rules import _expr as ex
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag import collectives as cc
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -30,17 +30,20 @@ class EncryptedCollective(Rule):
     GPU busy time of collective kernels per aligned step (union over streams); claims the growth of
     GPU-critical collective time (``gpu_collective``), so only communication the host actually
     waited for (exposed communication) is attributed. Per collective name: calls per step, median
-    bytes, duration and bandwidth.
+    bytes, duration and bandwidth; per run a fit ``time = fixed + bytes / bandwidth``
+    (``ccdiag.collectives``) that predicts what each fix recovers.
 
     ## Example
     ``tests/rules/cases/encrypted-collective.yaml`` ``fires_when_allreduce_slows_down``.
     Published (DDP, 4 GPUs): 8.68x per iteration on average under GPU TEEs.
 
     ## Fix
-    - Narrower tensor parallelism; DP / EP instead of TP (TP4 kept 94 % of TP8 throughput at half
-      the CC overhead).
-    - Larger DDP buckets (``bucket_cap_mb`` 44 → 400 MB cut the overhead 4.95–7.31x): fewer
-      collectives, fewer crypto operations.
+    - Narrower tensor parallelism; DP / EP instead of TP (published: TP4 kept 94 % of TP8
+      throughput at half the CC overhead). Predicted: the crypto operations scale with n−1, the
+      ring traffic per GPU with 2(n−1)/n; it also gives up parallel speed.
+    - Larger DDP buckets (published: ``bucket_cap_mb`` 44 → 400 MB cut the overhead 4.95–7.31x).
+      Predicted: collectives removed × the growth of the fixed cost per collective; the same
+      bytes are still encrypted, so bandwidth-bound growth is not recovered.
 
     ## Limits
     Overlapped communication that grew but stayed hidden behind compute is not attributed. Kernels
@@ -79,59 +82,76 @@ class EncryptedCollective(Rule):
         k = ex.per_step_median(gt, pl.len())
         nbytes = ex.per_step_median(gt, pl.col("bytes").fill_null(0).sum())
         gbps = (pl.col("bytes").median() / pl.col("dur_ns").median()).round(2)
+        cf = cc.facts_of_pair(ctx.pair)
+        top = {
+            "calls": pl.len(),
+            "bytes_p50": pl.col("bytes").median(),
+            "dur_p50_ns": pl.col("dur_ns").median(),
+            "gbps": gbps,
+        }
+        sized = {
+            "bytes": pl.col("bytes").median(),
+            "n": pl.len(),
+            "dur_ns": pl.col("dur_ns").median(),
+            "gbps": gbps,
+        }
+        fit = (
+            {
+                "kernel": cf.name,
+                "per_collective_growth_ns": int(cf.dt_ns),
+                "baseline": cf.fit_b.as_dict(),
+                "treatment": cf.fit_t.as_dict(),
+            }
+            if cf
+            else None
+        )
         ev = {
             "collective_busy_ns_per_step": {"baseline": int(b), "treatment": int(t)},
             "collectives_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), gb, gt),
-            "by_name": ex.both(
-                lambda d: ex.top_list(
-                    d,
-                    "name",
-                    calls=pl.len(),
-                    bytes_p50=pl.col("bytes").median(),
-                    dur_p50_ns=pl.col("dur_ns").median(),
-                    gbps=gbps,
-                ),
-                gb,
-                gt,
-            ),
-            "bandwidth_vs_size": ex.both(
-                lambda d: ex.top_list(
-                    d.with_columns(ex.size_bucket().alias("bucket")),
-                    "bucket",
-                    8,
-                    bytes=pl.col("bytes").median(),
-                    n=pl.len(),
-                    dur_ns=pl.col("dur_ns").median(),
-                    gbps=gbps,
-                ),
-                gb,
-                gt,
-            ),
-            "world_size": world,
-            "crypto_ops_per_iteration": int(4 * k * (world - 1)) if world > 1 else None,
+            "by_name": ex.both(lambda d: ex.top_list(d, "name", **top), gb, gt),
+            "bandwidth_vs_size": ex.both(lambda d: ex.top_list(
+                d.with_columns(ex.size_bucket().alias("bucket")), "bucket", 8, **sized), gb, gt),
+            "cost_fit": fit, "world_size": world,
+            "crypto_ops_per_iteration": cc.crypto_ops(k, world) if world > 1 else None,
             "bytes_per_step": int(nbytes),
             "published": "B200 all-reduce 185 -> 156 GB/s; all-to-all 149 -> 130 GB/s",
-        }
+        }  # fmt: skip
         summary = f"collective kernels {b / 1e3:.1f} -> {t / 1e3:.1f} us/step ({k:.0f} per step)"
         cl = claims(ctx.ledger, "gpu_collective", "d_gpu_collective")
-        return self.fired(cl, summary, ev, "medium", k=k, bytes=nbytes, world=world)
+        ddp = _is_ddp(ctx)
+        return self.fired(cl, summary, ev, "medium", k=k, world=world, cf=cf, ddp=ddp, grew=t - b)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
-        k, n = f.facts["k"], f.facts["world"]
-        text = "Use narrower tensor parallelism, or DP / EP instead of TP: less encrypted traffic."
-        how = (
-            "published: TP4 kept 94 % of TP8 throughput at half the CC overhead -> 0.5 x attributed"
-        )
-        out = [recommendation("narrower_tp", 0.5 * ns, delta, text, how)]
-        k_new = max(1, math.ceil(f.facts["bytes"] / (self.options.bucket_cap_mb * 1e6)))
-        if k > k_new:
-            ops = f"; crypto ops 4*k*(n-1): {int(4 * k * (n - 1))} -> {int(4 * k_new * (n - 1))}"
-            text = (
-                f"DDP: raise bucket_cap_mb to {self.options.bucket_cap_mb} ({k:.0f} -> {k_new} "
-                f"collectives per step{ops if n > 1 else ''})."
-            )
-            how = (
-                "attributed x share of collectives removed (fixed cost each); published 4.95-7.31x"
-            )
-            out.append(recommendation("bucket_cap_mb", ns * (1 - k_new / k), delta, text, how))
-        return out
+        cf, n = f.facts["cf"], int(f.facts["world"])
+        if cf is None or ns <= 0:
+            return []
+        share = cc.exposure(ns, f.facts["grew"])
+        if f.facts["ddp"]:
+            cap = self.options.bucket_cap_mb
+            k, k_new = cf.k, cc.ddp_buckets(cf.sizes, cap)
+            if k_new >= k:
+                return []
+            p = cc.predict_bucket_cap(cf.fit_b, cf.fit_t, k, k_new, share, cf.dt_ns)
+            ops = f"; crypto ops per GPU 4*k*(n-1): {cc.crypto_ops(k, n)} -> {cc.crypto_ops(k_new, n)}"
+            text = (f"DDP: raise bucket_cap_mb to {cap} ({k:.0f} -> {k_new} all-reduces per step"
+                    f"{ops if n > 1 else ''}). Fewer collectives save their fixed cost only: the "
+                    "same bytes are still encrypted.")  # fmt: skip
+            return [recommendation("bucket_cap_mb", p.recovery_ns, delta, text, _how(p))]
+        n_new = cc.tp_new_width(n)
+        p = cc.predict_narrower_tp(cf.fit_b, cf.fit_t, cf.k, n, n_new, share, cf.nbytes, cf.dt_ns)
+        text = (f"Narrower tensor parallelism (TP {n} -> {n_new}), or DP / EP instead of TP: crypto "
+                f"ops per GPU 4*k*(n-1) {cc.crypto_ops(cf.k, n)} -> {cc.crypto_ops(cf.k, n_new)}. "
+                "It also gives up parallel speed: weigh the step time, not only the CC overhead.")  # fmt: skip
+        return [recommendation("narrower_tp", p.recovery_ns, delta, text, _how(p))]
+
+
+def _how(p: cc.Prediction) -> str:
+    up = "" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)"
+    return p.method + up
+
+
+def _is_ddp(ctx: RuleContext) -> bool:
+    """DistributedDataParallel marks its forward (``DistributedDataParallel.forward``)."""
+    ev = ctx.pair.treatment.trace.events
+    names = ev.filter(pl.col("kind").is_in(["python", "cpu_op", "annotation"]))["name"]
+    return bool(names.str.contains("DistributedDataParallel|ddp_comm_hook").any())
