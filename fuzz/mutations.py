@@ -506,6 +506,9 @@ def _drop_column(con: sqlite3.Connection, table: str, col: str) -> None:
         return
     except sqlite3.DatabaseError:
         pass
+    kind = con.execute("SELECT type FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    if not kind or kind[0] != "table":
+        return
     cols = [r[1] for r in con.execute(f"PRAGMA table_info({_q(table)})") if r[1] != col]
     if not cols:
         con.execute(f"DROP TABLE {_q(table)}")
@@ -516,13 +519,28 @@ def _drop_column(con: sqlite3.Connection, table: str, col: str) -> None:
     con.execute(f"ALTER TABLE _fuzz_tmp RENAME TO {_q(table)}")
 
 
+#: SQLite VM steps one mutation may take (a statement over a never-ending view is cut off).
+_MAX_STEPS = 50_000_000
+
+
 def build_sqlite(plan: Plan, folder: Path) -> Case:
     path = folder / "trace.sqlite"
     shutil.copyfile(seeds.sqlite_seed(plan.seed), path)
     con = sqlite3.connect(path)
+    steps = [0]
+
+    def budget() -> int:
+        steps[0] += 1
+        return int(steps[0] * 10_000 > _MAX_STEPS)  # non-zero: interrupt the statement
+
+    con.set_progress_handler(budget, 10_000)
     damage = []
+    # views last: a statement reading a never-ending view would never end (the campaign once
+    # filled the disk copying one into a table)
+    ops = sorted(plan.ops, key=lambda o: o[0] == "view")
     try:
-        for op in plan.ops:
+        for op in ops:
+            steps[0] = 0
             if op[0] in ("cut", "flip", "insert", "append"):
                 damage.append(op)
                 continue

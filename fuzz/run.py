@@ -34,6 +34,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CRASHES = HERE / "crashes"
 RUNS = HERE / "runs"
+#: Cases are skipped (and counted as not run) while the temporary folder's disk has less free.
+MIN_FREE_DISK = 5 << 30
 
 
 class CaseTimeoutError(Exception):
@@ -109,6 +111,9 @@ def worker(
     )
     @given(plan=strategy, pick=st.integers(0, 2**31))
     def one(plan: Any, pick: int) -> None:
+        if shutil.disk_usage(tempfile.gettempdir()).free < MIN_FREE_DISK:
+            stats["outcomes"]["not run (disk nearly full)"] += 1
+            return
         with tempfile.TemporaryDirectory(prefix="ccdiag-fuzz-") as tmp:
             folder = Path(tmp)
             t0 = time.perf_counter()
