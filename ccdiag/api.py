@@ -52,13 +52,14 @@ def load_trace(
     Returns:
         The trace with its ``step`` column and step table filled in.
     """
-    from ccdiag import parsers, steps
+    from ccdiag import steps
+    from ccdiag.parsers import read, sniff
 
     if progress is not None:
         p = Path(path)
-        if p.is_dir() or parsers.sniff(p) in _PROGRESS_FORMATS:
+        if p.is_dir() or sniff(p) in _PROGRESS_FORMATS:
             options["progress"] = progress
-    trace = parsers.read(path, **options)
+    trace = read(path, **options)
     return steps.assign_steps(trace, marker=step)
 
 

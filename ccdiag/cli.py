@@ -22,6 +22,7 @@ from ccdiag.errors import InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import TaskID
 
     from ccdiag.progress import Progress
     from ccdiag.verdict import Report
@@ -82,7 +83,7 @@ def _progress(enabled: bool, console: Console | None = None) -> Iterator[Progres
         TimeRemainingColumn(),
     )
     with Bars(*columns, console=con, transient=True) as bars:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def update(task: str, done: int | None = None, total: int | None = None) -> None:
             if done is None and total is None:  # a status line (nsys export)
@@ -329,8 +330,10 @@ def report(
     sources = {"baseline": str(baseline.resolve()), "treatment": str(treatment.resolve())}
     for fmt, dest in targets.items():
         if dest:
-            opts = {"keep_paths": keep_paths, "timestamp": stamp, "sources": sources}
-            _write_text(api.render_report(rep, fmt, **opts), dest)
+            text = api.render_report(
+                rep, fmt, keep_paths=keep_paths, timestamp=stamp, sources=sources
+            )
+            _write_text(text, dest)
     if not quiet:
         done = ", ".join(f"{f} -> {'stdout' if d == '-' else d}" for f, d in targets.items() if d)
         sys.stderr.write(f"ccdiag: {rep.verdict}\nccdiag: wrote {done}\n")

@@ -157,7 +157,7 @@ def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str
         pl.col("n_right").sum().alias("nt"),
     )
     per = per.with_columns((pl.col("common") / pl.max_horizontal("nb", "nt", 1)).alias("ov"))
-    return float(per["ov"].median()) if per.height else 1.0
+    return ex.num(per["ov"].median(), 1.0) if per.height else 1.0
 
 
 def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -182,8 +182,8 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
         .join(lt, left_on=["rank", "t_step"], right_on=["rank", "step"], how="left", suffix="_t")
         .fill_null(0)
     )
-    gb = float((j["graphs"] > 0).mean() or 0.0)
-    gt = float((j["graphs_t"] > 0).mean() or 0.0)
+    gb = ex.num((j["graphs"] > 0).mean())
+    gt = ex.num((j["graphs_t"] > 0).mean())
     where = t.trace.meta.source
     if abs(gb - gt) > opts.graph_tolerance:
         modes = {True: "CUDA graphs", False: "eager launches"}
@@ -193,7 +193,7 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
             f"{modes[gt > 0.5]} (a CUDA-graph vs eager pair is a different workload; capture both "
             "runs in the same mode)",
         )
-    nb, nt = float(j["launches"].median() or 0), float(j["launches_t"].median() or 0)
+    nb, nt = ex.num(j["launches"].median()), ex.num(j["launches_t"].median())
     if max(nb, nt) > 0 and abs(nt - nb) / max(nb, 1.0) > opts.launch_tolerance:
         raise PairMismatchError(
             where,

@@ -145,7 +145,7 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
     hcopy = gpu["hcopy"].to_numpy() & is_copy_call[ci]
     own[ci[hcopy]] = np.nonzero(hcopy)[0]
 
-    def at_own(arr: np.ndarray, fill: object) -> np.ndarray:
+    def at_own(arr: np.ndarray, fill: int | float | bool) -> np.ndarray:
         """``arr[own]`` for calls that own a copy, else ``fill`` (``arr`` may be empty)."""
         if arr.size == 0:
             return np.full(n, fill, dtype=arr.dtype)
@@ -185,7 +185,8 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
     pad = np.zeros(n, dtype=np.int64)
     if inj.copy_toll_ns or inj.copy_gbps:
         by = gpu["bytes"].fill_null(0).to_numpy()
-        target = (inj.copy_toll_ns + (by / inj.copy_gbps if inj.copy_gbps else 0)).astype(np.int64)
+        per_byte = by / inj.copy_gbps if inj.copy_gbps else np.zeros(by.size)
+        target = (inj.copy_toll_ns + per_byte).astype(np.int64)
         if inj.copy_pad_on_host:
             t_own = at_own(target, 0)
             pad = np.where(

@@ -373,7 +373,7 @@ def _check_options(cls: type, where: str) -> None:
     opts = getattr(cls, "Options", None)
     if opts is None or not dataclasses.is_dataclass(opts):
         raise TypeError(f"{where}: Options must be a dataclass")
-    if not opts.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+    if not getattr(opts, "__dataclass_params__").frozen:  # noqa: B009 (typed as a class)
         raise TypeError(f"{where}: Options must be frozen")
     for f in dataclasses.fields(opts):
         if f.default is dataclasses.MISSING or not f.metadata.get("doc"):

@@ -84,6 +84,13 @@ API_KINDS = ("runtime", "driver")
 GPU_KINDS = ("kernel", "collective", "memcpy", "memset", "uvm_fault")
 
 
+def num(x: object, default: float = 0.0) -> float:
+    """A polars scalar (a series' mean, median or quantile: a number or None) as a float."""
+    if isinstance(x, (int, float)):
+        return float(x)
+    return default
+
+
 def base_name() -> pl.Expr:
     """API name without nsys version suffixes (``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``)."""
     return apis.base_name(pl.col("name"))
@@ -498,7 +505,13 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     copy_wait = (pl.col("cls") == "copy") & pl.col("blocking") & is_host_copy().fill_null(False)
     if gpu.height == 0 or calls.height == 0:
         return empty
-    cols = ["rank", "step", "w_start", pl.col("eff_start").alias("s"), pl.col("end_ns").alias("e")]
+    cols: list[str | pl.Expr] = [
+        "rank",
+        "step",
+        "w_start",
+        pl.col("eff_start").alias("s"),
+        pl.col("end_ns").alias("e"),
+    ]
     syncs = calls.filter(pl.col("cls") == "sync").select(cols).sort("e")
     # a copy that started late while its own stream was idle waited on another stream (an event):
     # follow the device's busy run, like a sync; otherwise its own stream's run
@@ -839,7 +852,7 @@ def fit_toll_bandwidth(df: pl.DataFrame, y: str = "latency_ns") -> dict[str, Any
         pl.col("bytes").cast(pl.Float64).alias("x"), pl.col(y).cast(pl.Float64).alias("y")
     )
     if d.height < 2 or d["x"].n_unique() < 2:
-        med = float(d["y"].median()) if d.height else 0.0
+        med = num(d["y"].median())
         return {"toll_ns": int(med), "gbps": None, "r2": None, "n": d.height}
     s = d.select(
         pl.cov("x", "y").alias("cxy"),
@@ -890,7 +903,7 @@ def percentiles(s: pl.Series) -> dict[str, int]:
     s = s.drop_nulls()
     if s.len() == 0:
         return {}
-    return {f"p{int(q * 100)}": int(s.quantile(q, "linear")) for q in PCTS}
+    return {f"p{int(q * 100)}": int(num(s.quantile(q, "linear"))) for q in PCTS}
 
 
 def quantile_shift(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
@@ -904,7 +917,7 @@ def quantile_shift(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
     if b.len() == 0 or t.len() == 0:
         return {"shift_ns": 0, "uniform": False, "shifts": {}}
     qs = (0.1, 0.25, 0.5)
-    sh = [float(t.quantile(q, "linear")) - float(b.quantile(q, "linear")) for q in qs]
+    sh = [num(t.quantile(q, "linear")) - num(b.quantile(q, "linear")) for q in qs]
     mid = float(np.median(sh))
     spread = max(sh) - min(sh)
     uniform = mid > 0 and spread <= max(0.35 * abs(mid), 1000.0)
@@ -1022,7 +1035,7 @@ def per_step_median(df: pl.DataFrame, expr: pl.Expr) -> float:
     """Median over steps of a per-step aggregate."""
     if df.height == 0:
         return 0.0
-    return float(df.group_by("rank", "step").agg(expr.alias("v"))["v"].median() or 0.0)
+    return num(df.group_by("rank", "step").agg(expr.alias("v"))["v"].median())
 
 
 def lost_overlap(calls: pl.DataFrame) -> pl.DataFrame:
@@ -1216,7 +1229,7 @@ def per_call_tolls(
     for (api, col), fit in found.items():
         b, t = (d.filter(base_name() == api)[col] for d in (lb, lt))
         if clean:
-            mean_t, mean_b = float(t.mean() or 0), float(b.mean() or 0)  # type: ignore[arg-type]
+            mean_t, mean_b = num(t.mean()), num(b.mean())
             out[(api, col)] = max(mean_t - mean_b, 0.0)
         else:
             out[(api, col)] = float(fit["toll_ns"])

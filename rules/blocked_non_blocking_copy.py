@@ -136,7 +136,7 @@ class BlockedNonBlockingCopy(Rule):
 
 def _share(c: pl.DataFrame) -> float:
     a = c.filter(ex.base_name().str.ends_with("Async"))
-    return round(float(a["blocking"].mean() or 0), 3) if a.height else 0.0
+    return round(ex.num(a["blocking"].mean()), 3) if a.height else 0.0
 
 
 def _is_vllm(ctx: RuleContext) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import polars as pl
 from ccdiag.rules import _expr as ex
@@ -86,7 +86,9 @@ class OneTimeSetup(Rule):
             "largest_call": largest,
             "published": "H100 + TDX context creation 0.16-0.20 s -> 1.15-1.19 s (ISPASS)",
         }
-        big = largest["treatment"][0] if largest["treatment"] else {"name": "?", "ns": 0}
+        big: dict[str, Any] = (
+            largest["treatment"][0] if largest["treatment"] else {"name": "?", "ns": 0}
+        )
         summary = (
             f"setup calls +{d / 1e6:.1f} ms/step (largest: {big['name']} {big['ns'] / 1e6:.0f} ms)"
         )

@@ -45,7 +45,8 @@ def main() -> None:
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
     target = get_platform(args.platform).collective_bandwidth_ratio.value
-    result: dict[str, object] = {"target_ratio": target, "caps": {}}
+    caps: dict[int, dict[str, float]] = {}
+    result: dict[str, object] = {"target_ratio": target, "caps": caps}
     base = {size: busbw(None, size) for size in (64 << 20, 1 << 20)}
     result["default_gbps"] = {str(k): round(v, 1) for k, v in base.items()}
     for cap in (1, 2, 4, 8, 16):
@@ -53,8 +54,7 @@ def main() -> None:
         if g is None:
             break
         bw = {size: busbw(g, size) for size in (64 << 20, 1 << 20)}
-        result["caps"][cap] = {str(k): round(v, 1) for k, v in bw.items()}
-    caps = result["caps"]
+        caps[cap] = {str(k): round(v, 1) for k, v in bw.items()}
     if caps:
         best = min(caps, key=lambda c: abs(caps[c][str(64 << 20)] / base[64 << 20] - target))
         result["chosen_max_ctas"] = best

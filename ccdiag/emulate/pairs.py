@@ -136,14 +136,14 @@ def run_phase(
         torch.distributed.barrier()
     if args.backend == "none":  # timing only, no profiler at all
         first = ctl.current_step() + args.warmup
-        times = []
+        plain: list[int] = []
         for i in range(args.warmup + args.steps):
             t0 = time.perf_counter_ns()
             wl.step(i)
             if i >= args.warmup:
-                times.append(time.perf_counter_ns() - t0)
+                plain.append(time.perf_counter_ns() - t0)
             ctl.mark_step()
-        return times, ctl.counters()["steps"][first : first + args.steps]
+        return plain, ctl.counters()["steps"][first : first + args.steps]
     gc.collect()  # no collector pauses inside the measured steps
     cap = Capture(
         out or Path("/tmp/ccdiag-discard"),
@@ -349,13 +349,22 @@ def main(argv: list[str] | None = None) -> int:
         phases = [ph for ph in phases if ph[0] in args.phases.split(",")]
     if args.session == "single" and args.backend == "torch":
         gc.disable()
-        times, per_round, counters = run_session(wl, ctl, phases, out, args, rank, world)
-        treat_counters = counters.get("treatment", [])
+        s_times, s_rounds, counters = run_session(wl, ctl, phases, out, args, rank, world)
         if args.host_only_treatment:
             run_phase(wl, ctl, mechs, out, "treatment_host_only", args, rank, world, cpu_only=True)
         gc.enable()
         return write_truth(
-            args, platform, mechs, kw, times, per_round, treat_counters, ctl, rank, world, out
+            args,
+            platform,
+            mechs,
+            kw,
+            s_times,
+            s_rounds,
+            counters.get("treatment", []),
+            ctl,
+            rank,
+            world,
+            out,
         )
     times: dict[str, list[int]] = {name: [] for name, _ in phases}
     per_round: dict[str, list[int]] = {name: [] for name, _ in phases}

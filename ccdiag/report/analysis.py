@@ -5,7 +5,7 @@ Pure presentation: reads only the Report, never frames; prints with rich.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -13,6 +13,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ccdiag.verdict import Report
+
+if TYPE_CHECKING:
+    from rich.text import JustifyMethod
 
 _CONF = {"high": "green", "medium": "yellow", "low": "red"}
 
@@ -49,13 +52,14 @@ def _steps(r: Report) -> Table:
 def _attribution(r: Report) -> Table:
     total = r.partition.total_ns_per_step if r.partition else r.step_ns.delta
     t = Table(title="Where the extra time goes", title_justify="left", show_edge=False)
-    for c, j in (
+    cols: tuple[tuple[str, JustifyMethod], ...] = (
         ("mechanism", "left"),
         ("per step", "right"),
         ("share", "right"),
         ("conf.", "left"),
         ("finding", "left"),
-    ):
+    )
+    for c, j in cols:
         t.add_column(c, justify=j)
     for a in r.attribution:
         t.add_row(
@@ -78,12 +82,13 @@ def _recommendations(r: Report, n: int = 6) -> Table | None:
     if not r.recommendations:
         return None
     t = Table(title="Fixes, by predicted recovery", title_justify="left", show_edge=False)
-    for c, j in (
+    cols: tuple[tuple[str, JustifyMethod], ...] = (
         ("fix", "left"),
         ("recovers", "right"),
         ("of gap", "right"),
         ("what / how predicted", "left"),
-    ):
+    )
+    for c, j in cols:
         t.add_column(c, justify=j)
     for rec in r.recommendations[:n]:
         t.add_row(
