@@ -68,9 +68,7 @@ def _csv_sets(folder: Path) -> list[Path]:
     """Prefixes of the nsys stats trace-report sets in a folder."""
     from ccdiag.parsers import nsys_csv
 
-    names = sorted(
-        {pre for (pre, kind) in nsys_csv.report_files(folder) if kind.endswith("trace")}
-    )
+    names = sorted({pre for (pre, kind) in nsys_csv.report_files(folder) if kind.endswith("trace")})
     return [folder / n for n in names]
 
 

@@ -21,7 +21,18 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
     # arrange: a plain install of the package, as users get it
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", str(target), str(REPO)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(target),
+            str(REPO),
+        ],
         check=True,
         capture_output=True,
     )
@@ -29,7 +40,10 @@ def test_import_contracts_hold(tmp_path: Path) -> None:
     proc = subprocess.run(
         ["lint-imports", "--config", str(REPO / "pyproject.toml")],
         cwd=tmp_path,
-        env={"PYTHONPATH": str(target), "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"},
+        env={
+            "PYTHONPATH": str(target),
+            "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+        },
         capture_output=True,
         text=True,
     )
