@@ -776,8 +776,11 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
     gpu = gpu.join(timed, on="_row", how="left")
     calls = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
+    # when the work was enqueued: a launch by the end of its call; a copy once its call started
+    # (a copy call that blocks returns only after its copy ran)
+    queued = pl.when(base_name().str.contains(_COPY)).then(pl.col("start_ns"))
     calls = calls.group_by("pid", "correlation").agg(
-        (pl.col("start_ns") + pl.col("dur_ns")).min().alias("launch_end")
+        queued.otherwise(pl.col("start_ns") + pl.col("dur_ns")).min().alias("launch_end")
     )
     gpu = gpu.join(calls, on=["pid", "correlation"], how="left")
     known = windows.select("rank", pl.col("step").alias("_k"), pl.lit(True).alias("_ok"))

@@ -41,7 +41,8 @@ class Workload:
     """One stream, one host thread: per step ``launches`` kernels, then an optional copy and a sync.
 
     Times in µs. ``toll_gap_us`` is host time spun before each launch (an emulator's toll);
-    ``copy`` keys: bytes, gpu_us, call_us, blocking, pad_us, kind, src, dst, after_us;
+    ``copy`` keys: bytes, gpu_us, call_us, blocking, pad_us, kind, src, dst, after_us,
+    gpu_gap_us (idle GPU time between the queued work and the copy);
     ``collective`` keys: n, us, bytes (on stream 8, waited for by the sync);
     ``uvm`` keys: n, us (migrations at the start of each kernel burst; kernels also grow);
     ``setup`` keys: api, us (one setup call per step).
@@ -132,7 +133,7 @@ class Workload:
 
     def _copy(self, t: float, gpu_free: float, corr: int) -> tuple[float, float, int]:
         c = self.copy or {}
-        start = max(t + 2, gpu_free)
+        start = max(t + 2, gpu_free + c.get("gpu_gap_us", 0.0))
         gpu = {
             "correlation": corr,
             "bytes": c.get("bytes", 64),
