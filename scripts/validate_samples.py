@@ -239,6 +239,60 @@ def truth_facts(p: Pair) -> tuple[float | None, float | None]:
     return d["value"], d["value"] - total
 
 
+def shapley_copies(p: Pair) -> dict[str, float] | None:
+    """Shapley split of the two copy mechanisms' joint cost, from the only-X phases: v(both) is
+    the truth's delta minus the other mechanisms' impacts (assumed additive), each mechanism gets
+    half its impact alone plus half of what it adds to the other's. None where v(both) is not
+    measured well enough."""
+    imp = {m: v["value"] for m, v in p.truth["impact_ns_per_step"].items()}
+    pair = ("serialized_copies", "blocked_non_blocking")
+    d = p.truth.get("delta_ns_per_step")
+    if not isinstance(d, dict) or not all(m in imp for m in pair):
+        return None
+    both = d["value"] - sum(v for m, v in imp.items() if m not in pair)
+    # only where the joint cost is measured well: its uncertainty (the delta's and the other
+    # mechanisms' CI half-widths) at most half of it
+    half = [(v["ci95"][1] - v["ci95"][0]) / 2 for m, v in p.truth["impact_ns_per_step"].items()
+            if m not in pair] + [(d["ci95"][1] - d["ci95"][0]) / 2]  # fmt: skip
+    if both <= 0 or sum(half) > 0.5 * both:
+        return None
+    a, b = imp[pair[0]], imp[pair[1]]
+    return {pair[0]: 0.5 * a + 0.5 * (both - b), pair[1]: 0.5 * b + 0.5 * (both - a)}
+
+
+def notes(items: list[Pair]) -> list[str]:
+    """Where the truth itself limits the judgement, from the numbers."""
+    out = []
+    for p in items:
+        td, res = truth_facts(p)
+        rows = rows_emulated(p)
+        flat = [r.mechanism for r in rows if r.truth_ci and r.truth_ci[0] <= 0 <= r.truth_ci[1]]
+        bits = []
+        if td and res is not None and abs(res) > 0.10 * abs(td):
+            bits.append(
+                f"only-X impacts leave {res / td:+.0%} of the truth's delta to no mechanism"
+            )
+        if flat:
+            bits.append(
+                f"no measurable impact (CI includes 0): {', '.join(f'`{m}`' for m in flat)}"
+            )
+        sh = shapley_copies(p)
+        if sh and td and res is not None and abs(res) > 0.10 * abs(td):
+            got = {r.mechanism: r.attributed for r in rows}
+            bits.append(
+                "copy mechanisms split by Shapley (interaction halved): "
+                + ", ".join(
+                    f"`{m}` {_us(v)} µs (attributed {_us(got.get(m, 0.0))}, "
+                    f"{(got.get(m, 0.0) - v) / v:+.0%})"
+                    for m, v in sh.items()
+                    if v
+                )
+            )
+        if bits:
+            out.append(f"- `{p.name}`: " + "; ".join(bits) + ".")
+    return out
+
+
 def _mark(b: bool) -> str:
     return "yes" if b else "no"
 
@@ -348,6 +402,10 @@ def render(emu: list[Pair], syn: list[Pair]) -> str:
             "round 0 of per-phase profiler sessions, the older protocol) or where one side's host "
             "code ran slower under the profiler (the Nsight pair). Per-rank pairs are judged "
             "against the mean of the ranks' truths.",
+            "",
+            "Where the truth itself limits the judgement (from the numbers below):",
+            "",
+            *notes(emu),
             "",
             t1,
             "",
