@@ -231,7 +231,7 @@ def bucket_facts(rows: list[dict[str, Any]]) -> list[str]:
     out = [
         "| NCCL cap | all-reduces/step 25 → 200 | fit baseline → treatment (at 25) | growth per "
         "all-reduce at 25 / at 200 | 200's growth / (25's × bytes ratio) | exposed share at 25 "
-        "→ 200 | `encrypted_collectives` at 25 → 200 |",
+        "→ 200 (mean over steps) | `encrypted_collectives` at 25 → 200 |",
         "|---|---|---|---|---:|---|---|",
     ]
     for r in rows:
@@ -291,7 +291,8 @@ def render(rows: list[dict[str, Any]], tp: dict[str, Any]) -> str:
         "## Bigger DDP buckets (`bucket_cap_mb` 25 → 200)",
         "",
         "ccdiag's advice on the cap-25 pair, with the rule's target cap set to 200 "
-        "(`--rule-option`-style `CO01 bucket_cap_mb=200`), against the cap-200 pair.",
+        '(`api.diagnose(..., rule_options={"CO01": {"bucket_cap_mb": 200}})`), against the '
+        "cap-200 pair.",
         "",
         *bucket_table(rows),
         "",
