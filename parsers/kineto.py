@@ -938,7 +938,12 @@ def _meta(path: Path, doc: dict[str, Any], reader: _Reader) -> TraceMeta:
         or _pip_version(md, "nvidia-nccl-cu12")
         or _pip_version(md, "nvidia-nccl-cu13")
     )
-    rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
+    rank, world = _count(dist.get("rank"), 0), _count(dist.get("world_size"), 1)
+    warnings = [
+        f"distributedInfo.{k} {str(dist[k])[:40]!r} is not a {k.replace('_', ' ')}: ignored"
+        for k, v in (("rank", rank), ("world_size", world))
+        if v is None and dist.get(k) is not None
+    ]
     extra = {}
     if doc.get("cupti_version") is not None:
         extra["cupti_version"] = str(doc["cupti_version"])
@@ -957,11 +962,18 @@ def _meta(path: Path, doc: dict[str, Any], reader: _Reader) -> TraceMeta:
         nccl_version=str(nccl) if nccl else None,
         schema_version=str(doc["schemaVersion"]) if "schemaVersion" in doc else None,
         rank=rank,
-        world_size=dist.get("world_size") if isinstance(dist.get("world_size"), int) else None,
+        world_size=world,
         ranks=[rank if rank is not None else 0],
         skipped=dict(sorted(reader.skipped.items())),
+        warnings=warnings,
         extra=extra,
     )
+
+
+def _count(v: Any, low: int) -> int | None:
+    """A rank (low 0) or world size (low 1) from distributedInfo: an int in [low, 2**31)."""
+    ok = isinstance(v, int) and not isinstance(v, bool) and low <= v < 2**31
+    return v if ok else None
 
 
 def _gpu_names(doc: dict[str, Any], events: pl.DataFrame) -> tuple[str | None, list[str]]:

@@ -276,3 +276,21 @@ def test_a_recursive_view_in_an_nsys_export_cannot_hang_the_reader(tmp_path: Pat
     graphs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchone()[0]
     con.close()
     assert json.loads(result.stdout)["kinds"]["kernel"] == graphs
+
+
+@pytest.mark.parametrize("rank", [2**64, -1, "0", True, 2**31])
+def test_kineto_rank_that_is_not_a_rank_is_ignored_with_a_warning(tmp_path: Path, rank: object):
+    # arrange: fuzz crash "InvalidOperationError at parsers/kineto.py" (distributedInfo.rank
+    # 2**64 as an Int32 literal) during the documented campaign
+    doc = json.loads(
+        gzip.decompress(shared_path("traces", "h200_copies_streams.kineto.json.gz").read_bytes())
+    )
+    doc["distributedInfo"] = {"rank": rank, "world_size": 2}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    # act
+    trace = api.load_trace(path)
+    # assert
+    assert trace.meta.rank is None and trace.meta.world_size == 2
+    assert any(w.startswith("distributedInfo.rank ") for w in trace.meta.warnings)
+    assert set(trace.events["rank"].unique().to_list()) == {0}
