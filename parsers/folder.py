@@ -34,7 +34,7 @@ from ccdiag.schema import Trace, TraceMeta, validate_events
 
 PER_RANK_FORMATS = ("kineto", "nsys_sqlite", "nsys_rep", "nsys_csv")
 _TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".csv", ".csv.gz")
-_RANK_RE = re.compile(r"(?:^|[^a-z])rank[-_.]?(\d+)", re.IGNORECASE)
+_RANK_RE = re.compile(r"(?:^|[^a-z])rank[-_.]?(\d{1,9})(?!\d)", re.IGNORECASE)
 _CACHED_EXPORT_RE = re.compile(r"\.ccdiag-[0-9a-f]{12}\.sqlite$")
 
 

@@ -294,3 +294,21 @@ def test_kineto_rank_that_is_not_a_rank_is_ignored_with_a_warning(tmp_path: Path
     assert trace.meta.rank is None and trace.meta.world_size == 2
     assert any(w.startswith("distributedInfo.rank ") for w in trace.meta.warnings)
     assert set(trace.events["rank"].unique().to_list()) == {0}
+
+
+def test_a_rank_file_name_with_a_huge_number_is_given_a_rank_by_order(tmp_path: Path):
+    # arrange: rank99999999999999999999.json crashed the Int32 rank literal (found by hand,
+    # probing the folder reader after the distributedInfo.rank crash)
+    for name, src in (("rank0.json.gz", "rank0"), ("rank99999999999999999999.json.gz", "rank1")):
+        doc = json.loads(
+            gzip.decompress(
+                (REPO / "sample_traces/tp2_decode/baseline" / f"{src}.json.gz").read_bytes()
+            )
+        )
+        doc.pop("distributedInfo", None)
+        (tmp_path / name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+    # act
+    trace = api.load_trace(tmp_path)
+    # assert
+    assert trace.meta.ranks == [0, 1]
+    assert any("ranks given in name order" in w for w in trace.meta.warnings)
