@@ -673,6 +673,59 @@ def build_csv(plan: Plan, folder: Path) -> Case:
     return Case(folder / f"set_{first}.csv")
 
 
+# -- folders of per-rank files ---------------------------------------------------------------
+
+RANK_NAMES = [
+    "rank0.json", "rank1.json", "rank1.json.gz", "rank-2.json", "RANK_3.json.gz", "rank.1.json",
+    "trace.json", "other.json.gz", "rank99999999999999999999.json", "rank0.sqlite",
+    "rank0.meta.json", ".hidden.json", "notes.txt",
+]  # fmt: skip
+
+
+@st.composite
+def folder_plan(draw: st.DrawFn) -> Plan:
+    """A folder of per-rank Kineto files (the 2-GPU TP decode), mutated and oddly named."""
+    ops: list[Op] = []
+    for seed in ("tp2_decode_rank0", "tp2_decode_rank1"):
+        n = len(seeds.kineto_seed(seed)["traceEvents"])
+        name = draw(st.sampled_from(RANK_NAMES))
+        rank_ops = draw(st.lists(kineto_op(n), max_size=4))
+        ops.append(("file", seed, name, rank_ops, draw(st.booleans())))
+    if draw(st.integers(0, 3)) == 0:  # a third entry: a copy, another format, or junk
+        extra = draw(st.sampled_from(["copy", "sqlite", "junk", "subfolder"]))
+        ops.append(("extra", extra, draw(st.sampled_from(RANK_NAMES))))
+    return Plan("folder", "tp2_decode", ops)
+
+
+def build_folder(plan: Plan, folder: Path) -> Case:
+    root = folder / "ranks"
+    root.mkdir()
+    for op in plan.ops:
+        if op[0] == "file":
+            _, seed, name, rank_ops, gz = op
+            sub = Plan("kineto", seed, [*rank_ops, ("encode", False, gz, "", False)])
+            tmp = folder / "tmp"
+            tmp.mkdir(exist_ok=True)
+            built = build_kineto(sub, tmp)
+            target = root / name
+            if not target.exists():
+                built.path.replace(target)
+        elif op[0] == "extra":
+            target = root / op[2]
+            if op[1] == "copy":
+                files = sorted(p for p in root.iterdir() if p.is_file())
+                if files and not target.exists():
+                    shutil.copyfile(files[0], target)
+            elif op[1] == "sqlite":
+                shutil.copyfile(seeds.sqlite_seed("h200_decode_eager"), root / "rank5.sqlite")
+            elif op[1] == "junk":
+                target.write_bytes(b"\x00junk")
+            else:
+                (root / "rank7").mkdir(exist_ok=True)
+    shutil.rmtree(folder / "tmp", ignore_errors=True)
+    return Case(root)
+
+
 # -- all formats -----------------------------------------------------------------------------
 
 
@@ -687,4 +740,6 @@ def build_case(plan: Plan, folder: Path) -> Case:
         return build_kineto(plan, folder)
     if plan.fmt == "nsys_sqlite":
         return build_sqlite(plan, folder)
+    if plan.fmt == "folder":
+        return build_folder(plan, folder)
     return build_csv(plan, folder)

@@ -89,6 +89,7 @@ def worker(
         "kineto": m.kineto_plan(),
         "nsys_sqlite": m.sqlite_plan(),
         "nsys_csv": m.csv_plan(),
+        "folder": m.folder_plan(),
     }[fmt]
     stats: dict[str, Any] = {"outcomes": Counter(), "by_format": Counter(), "crashes": {}}
     stats["slowest_s"] = 0.0
@@ -161,7 +162,9 @@ def main() -> int:
     ap.add_argument("--cases", type=int, default=2000, help="cases in all (split over jobs)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--fmt", default="all", choices=["all", "kineto", "nsys_sqlite", "nsys_csv"])
+    ap.add_argument(
+        "--fmt", default="all", choices=["all", "kineto", "nsys_sqlite", "nsys_csv", "folder"]
+    )
     ap.add_argument("--analyze", type=float, default=0.02, help="share of cases also analyzed")
     ap.add_argument("--repeat", type=float, default=0.05, help="share of cases read twice")
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per case")

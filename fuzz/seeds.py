@@ -36,6 +36,7 @@ KINETO_SOURCES: dict[str, Path] = {
     "h200_decode_eager": SHARED / "traces" / "h200_decode_eager.kineto.json.gz",
     "h200_decode_graph": SHARED / "traces" / "h200_decode_graph.kineto.json.gz",
     "tp2_decode_rank0": REPO / "sample_traces" / "tp2_decode" / "baseline" / "rank0.json.gz",
+    "tp2_decode_rank1": REPO / "sample_traces" / "tp2_decode" / "baseline" / "rank1.json.gz",
     "kv_offload": REPO / "sample_traces" / "kv_offload" / "baseline.json.gz",
     "hta_event_sync": _HTA / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz",
     "hta_inference_rank1": _HTA / "trace_file_list" / "inference_rank_1.json.gz",

@@ -1,7 +1,8 @@
 """The short fuzz run of CI: structure-aware mutants of real traces through every reader.
 
 The same strategies and oracle as the documented campaign (``python -m fuzz.run``, see
-fuzz/README.md), a few dozen cases per reader (about 15 s in all): every mutant is read, or
+fuzz/README.md), a few dozen cases per reader and a few folders of rank files (about 15 s in
+all): every mutant is read, or
 refused with ccdiag's one-line InputError; anything else fails the test with the plan that
 built the mutant (hypothesis shrinks it). Nothing lost is checked too: a Kineto mutant that is
 still valid JSON accounts for every event (read + skipped == len(traceEvents)).
@@ -54,4 +55,10 @@ def test_nsys_sqlite_mutants_are_read_or_refused_in_one_line(plan: mutations.Pla
 @settings(CI, max_examples=25)
 @given(plan=mutations.csv_plan())
 def test_nsys_csv_mutants_are_read_or_refused_in_one_line(plan: mutations.Plan):
+    _check(plan)
+
+
+@settings(CI, max_examples=15)
+@given(plan=mutations.folder_plan())
+def test_folders_of_rank_files_are_read_or_refused_in_one_line(plan: mutations.Plan):
     _check(plan)
