@@ -1,15 +1,15 @@
 """The public API. The CLI, the Dash app and the reports call only these functions.
 
-    load_trace(path)              -> Trace     parse any supported trace, assign steps
-    summarize(trace)              -> dict      counts and totals (``ccdiag summary --json``)
-    load_pair(baseline, treatment)-> Pair      two traces, checked to be the same workload
-    diagnose(baseline, treatment) -> Report    the partition of the per-step delta
-    pair(b_trace, t_trace)        -> Pair      align two loaded traces
-    diagnose_pair(pair)           -> Report    diagnose an already loaded pair
-    evidence_series(pair)         -> dict      per-event samples behind the evidence (figures)
-    step_timeline(pair, index)    -> dict      one aligned step of both runs, in lanes
-    explain(mechanism_or_code)    -> str       a rule's documentation
-    list_rules()                  -> list      the rule registry
+load_trace(path)              -> Trace     parse any supported trace, assign steps
+summarize(trace)              -> dict      counts and totals (``ccdiag summary --json``)
+load_pair(baseline, treatment)-> Pair      two traces, checked to be the same workload
+diagnose(baseline, treatment) -> Report    the partition of the per-step delta
+pair(b_trace, t_trace)        -> Pair      align two loaded traces
+diagnose_pair(pair)           -> Report    diagnose an already loaded pair
+evidence_series(pair)         -> dict      per-event samples behind the evidence (figures)
+step_timeline(pair, index)    -> dict      one aligned step of both runs, in lanes
+explain(mechanism_or_code)    -> str       a rule's documentation
+list_rules()                  -> list      the rule registry
 render_report(report, fmt)    -> str       Markdown / HTML / JSON file report (``ccdiag report``)
 report_schema()               -> dict      JSON Schema of the report contract (``ccdiag schema``)
 load_report(path)             -> Report    read a report written with ``--json``
@@ -227,7 +227,11 @@ def capture(cmd: list[str], out: str | Path, label: str, *, nsys: bool = False) 
 
 
 def emulate(
-    cmd: list[str], platform: str, mechanisms: list[str], *, layer: str = "auto",
+    cmd: list[str],
+    platform: str,
+    mechanisms: list[str],
+    *,
+    layer: str = "auto",
     out: str | Path | None = None,
 ) -> int:
     """Run a workload with CC behaviour injected (``ccdiag emulate``); returns its exit status."""

@@ -37,7 +37,9 @@ app = typer.Typer(
 
 StepOpt = Annotated[
     Optional[str],  # noqa: UP045 (typer needs Optional on 3.10)
-    typer.Option("--step", help="Step marker name (annotation or NVTX range); detected if omitted."),
+    typer.Option(
+        "--step", help="Step marker name (annotation or NVTX range); detected if omitted."
+    ),
 ]
 
 
@@ -146,7 +148,9 @@ def analyze(
         Optional[float],  # noqa: UP045
         typer.Option("--fail-over", help="Exit 1 when the significant slowdown exceeds PCT %."),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print the one-line verdict.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print the one-line verdict.")
+    ] = False,
 ) -> None:
     """Partition the per-step slowdown of TREATMENT vs BASELINE into CC mechanisms.
 
@@ -229,12 +233,15 @@ def emulate(
     cmd: Annotated[list[str], typer.Argument(help="The workload command, after --.")],
     platform: Annotated[str, typer.Option("--platform", help="h100 | b200 | b300")] = "b200",
     mechanisms: Annotated[
-        str, typer.Option("--mechanisms", help="Comma list: launch, copy, copy_pad, copy_sync, collective, uvm.")
+        str,
+        typer.Option(
+            "--mechanisms", help="Comma list: launch, copy, copy_pad, copy_sync, collective, uvm."
+        ),
     ] = "launch,copy,collective",
     layer: Annotated[str, typer.Option("--layer", help="auto | runtime | driver")] = "auto",
-    out: Annotated[Path, typer.Option("--out", help="Folder for counters and ground truth.")] = Path(
-        "ccdiag_emulation"
-    ),
+    out: Annotated[
+        Path, typer.Option("--out", help="Folder for counters and ground truth.")
+    ] = Path("ccdiag_emulation"),
 ) -> None:
     """Run a workload on an ordinary NVIDIA GPU with CC behaviour injected.
 
