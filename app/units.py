@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ccdiag.report.units import duration, size
+
 MECHANISM_LABELS: dict[str, str] = {
     "launch_toll": "Kernel launch toll",
     "serialized_copies": "Serialized copies",
@@ -40,27 +42,12 @@ def mechanism_label(mechanism: str) -> str:
 
 def fmt_ns(ns: float | None, signed: bool = False) -> str:
     """A duration in the unit that reads best: ns, µs, ms or s (``—`` for None)."""
-    if ns is None:
-        return "—"
-    sign = "+" if signed and ns > 0 else ""
-    a = abs(ns)
-    if a < 1_000:
-        return f"{sign}{ns:.0f} ns"
-    if a < 1_000_000:
-        return f"{sign}{ns / 1e3:.1f} µs"
-    if a < 1_000_000_000:
-        return f"{sign}{ns / 1e6:.2f} ms"
-    return f"{sign}{ns / 1e9:.2f} s"
+    return duration(ns, signed=signed)
 
 
 def fmt_bytes(n: float | None) -> str:
     """A size in B, KB, MB or GB (decimal, as bandwidths are quoted)."""
-    if n is None:
-        return "—"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:.0f} B"
+    return size(n)
 
 
 def fmt_gbps(gbps: float | None) -> str:

@@ -9,29 +9,17 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ccdiag.report.units import duration, size
+
 
 def fmt_ns(ns: float | None) -> str:
     """A duration in the unit that reads best: ns, µs, ms or s."""
-    if ns is None:
-        return "—"
-    a = abs(ns)
-    if a < 1_000:
-        return f"{ns:.0f} ns"
-    if a < 1_000_000:
-        return f"{ns / 1e3:.1f} µs"
-    if a < 1_000_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e9:.2f} s"
+    return duration(ns)
 
 
 def fmt_bytes(n: float | None) -> str:
     """A size in B, KB, MB or GB (decimal, as bandwidths are quoted)."""
-    if n is None:
-        return "—"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:.0f} B"
+    return size(n)
 
 
 def fmt_bw(nbytes: float | None, ns: float | None) -> str:
