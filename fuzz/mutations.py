@@ -428,7 +428,8 @@ def sqlite_op(draw: st.DrawFn, inv: dict[str, tuple[str, ...]]) -> Op:
     kind = draw(
         st.sampled_from(
             ["set_cell", "set_cell", "set_col", "null_col", "drop_table", "drop_column",
-             "delete_rows", "dup_rows", "swap_times", "shift_ids", "set_cell", "view"]
+             "delete_rows", "dup_rows", "swap_times", "shift_ids", "set_cell", "view",
+             "bad_text"]
         )
     )  # fmt: skip
     if kind == "set_cell":
@@ -447,6 +448,8 @@ def sqlite_op(draw: st.DrawFn, inv: dict[str, tuple[str, ...]]) -> Op:
         return ("dup_rows", table, draw(st.integers(1, 50)))
     if kind == "swap_times":
         return ("swap_times", table)
+    if kind == "bad_text":  # bytes that are not UTF-8, stored as text
+        return ("bad_text", table, col, draw(st.integers(1, 5)))
     if kind == "view":  # the table replaced by a view of it, or by a never-ending recursive one
         return ("view", table, draw(st.booleans()))
     return ("shift_ids", table, col, draw(st.sampled_from([-1, 1, 1000, 2**40, -(2**40)])))
@@ -486,6 +489,11 @@ def _sql(con: sqlite3.Connection, op: Op) -> None:
         con.execute(f"INSERT INTO {table} SELECT * FROM {table} LIMIT ?", (op[2],))
     elif kind == "swap_times":
         con.execute(f"UPDATE {table} SET start = end, end = start WHERE rowid % 3 = 0")
+    elif kind == "bad_text":
+        con.execute(
+            f"UPDATE {table} SET {_q(op[2])} = CAST(x'cd41ff' AS TEXT) WHERE rowid % ? = 0",
+            (op[3],),
+        )
     elif kind == "view":
         con.execute(f'ALTER TABLE {table} RENAME TO "_fuzz_{op[1]}"')
         if op[2]:

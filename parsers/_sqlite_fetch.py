@@ -59,13 +59,33 @@ def connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
 
 
+def lenient_text(data: bytes) -> str:
+    """SQLite text as str; bytes that are not UTF-8 become U+FFFD (a damaged export)."""
+    return data.decode("utf-8", "replace")
+
+
 def fetch(con: sqlite3.Connection, sql: str, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
     """Run one query; build the frame BATCH_ROWS rows at a time (raises sqlite3 errors).
 
     SQLite columns have no enforced type: a value of the wrong type (text or a blob where an
     integer belongs, a real) becomes null (a real: its integer part), so that a damaged file
-    costs the rows that need the value, not the whole read.
+    costs the rows that need the value, not the whole read. Text that is not UTF-8 is read
+    again with U+FFFD in place of the bad bytes (the fast path decodes in C).
     """
+    saved = con.text_factory
+    con.text_factory = str
+    try:
+        return _fetch(con, sql, schema)
+    except (UnicodeDecodeError, sqlite3.OperationalError) as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "decode to UTF-8" not in str(exc):
+            raise
+        con.text_factory = lenient_text
+        return _fetch(con, sql, schema)
+    finally:
+        con.text_factory = saved
+
+
+def _fetch(con: sqlite3.Connection, sql: str, schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
     frames = []
     cur = con.execute(sql)
     while rows := cur.fetchmany(BATCH_ROWS):
@@ -251,7 +271,7 @@ def _worker_main() -> None:
         for part in job["parts"]:
             schema = {k: _DTYPES[v] for k, v in part["schema"].items()}
             fetch(con, part["sql"], schema).write_ipc(part["out"], compression="uncompressed")
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         sys.stderr.write(f"{exc}\n")
         sys.exit(_CORRUPT)
     finally:

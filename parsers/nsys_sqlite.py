@@ -200,6 +200,7 @@ class NsysDb:
         self.path = path
         try:
             self.con = fetcher.connect(path)
+            self.con.text_factory = fetcher.lenient_text  # names and metadata of a damaged file
             # tables only: nsys writes no views, and a view can run any query (a recursive
             # one never ends), so a hostile file could hang the reader
             rows = self.con.execute(
@@ -209,7 +210,7 @@ class NsysDb:
             for (name,) in rows:
                 cols = self.con.execute(f'PRAGMA table_info("{name}")').fetchall()
                 self.columns[name] = frozenset(c[1] for c in cols)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged schema's message
             raise InputError(path, _corrupt(exc)) from None
 
     def has(self, table: str, *columns: str) -> bool:
@@ -816,7 +817,7 @@ def read(
         events, skipped, absent = read_events(db, workers, progress)
         used = set(events["device"].drop_nulls().unique().to_list())
         fields = _nsys_meta.read_meta(db.con, db.columns, used)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise InputError(p, _corrupt(exc)) from None
     finally:
         db.close()

@@ -312,3 +312,32 @@ def test_a_rank_file_name_with_a_huge_number_is_given_a_rank_by_order(tmp_path: 
     # assert
     assert trace.meta.ranks == [0, 1]
     assert any("ranks given in name order" in w for w in trace.meta.warnings)
+
+
+def test_nsys_export_with_a_damaged_schema_name_is_one_input_error(tmp_path: Path):
+    # arrange: atheris crash "UnicodeDecodeError at parsers/nsys_sqlite.py": a flipped byte in a
+    # table name made SQLite's own error message invalid UTF-8 ("malformed database schema
+    # (ENUM_CUDA_DEV_\xcdEM_EVENT_OPER)"), which Python could not decode
+    path = _sqlite(tmp_path)
+    data = bytearray(path.read_bytes())
+    name = b"ENUM_CUDA_MEMCPY_OPER"
+    at = data.index(name, data.index(name) + 1) + 10  # the table's name in sqlite_master
+    data[at] = 0xCD  # as the fuzzer did
+    path.write_bytes(bytes(data))
+    # act
+    with pytest.raises(InputError) as info:
+        api.load_trace(path)
+    # assert
+    assert info.value.line().startswith("t.sqlite: corrupt or truncated SQLite file")
+
+
+def test_nsys_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path: Path):
+    # arrange: kernel and API names whose bytes are not UTF-8 (a damaged or hand-made export)
+    path = _sqlite(
+        tmp_path, "UPDATE StringIds SET value = CAST(x'cd41ff' AS TEXT) WHERE id % 5 = 0"
+    )
+    # act
+    trace = api.load_trace(path)
+    # assert
+    assert trace.meta.n_events > 0
+    assert trace.events["name"].str.contains("\ufffd").sum() > 0
