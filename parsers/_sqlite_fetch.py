@@ -205,7 +205,7 @@ def _size(lo: int | None, hi: int | None) -> int:
 def _split(con: sqlite3.Connection, table: str) -> list[tuple[int | None, int | None]]:
     """Rowid ranges of at most PART_ROWS (one open range for an empty or rowid-less table)."""
     r = _rowid_range(con, table)
-    if r is None:
+    if r is None or r[0] > r[1]:  # a damaged b-tree can answer min > max: read it whole
         return [(None, None)]
     return [(lo, min(lo + PART_ROWS - 1, r[1])) for lo in range(r[0], r[1] + 1, PART_ROWS)]
 

@@ -341,3 +341,23 @@ def test_nsys_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path
     # assert
     assert trace.meta.n_events > 0
     assert trace.events["name"].str.contains("\ufffd").sum() > 0
+
+
+def test_nsys_table_whose_rowid_range_is_inverted_is_read_whole(monkeypatch: pytest.MonkeyPatch):
+    # arrange: atheris crash "ValueError at parsers/nsys_sqlite.py" (concat of no parts): in a
+    # damaged file SQLite answered min(rowid) = 1 > max(rowid) = 0 for the memcpy table, so the
+    # table was split into no parts at all. The damage is simulated on a real export.
+    from ccdiag.parsers import _sqlite_fetch
+
+    real = _sqlite_fetch._rowid_range
+    monkeypatch.setattr(
+        _sqlite_fetch,
+        "_rowid_range",
+        lambda con, t: (1, 0) if t == "CUPTI_ACTIVITY_KIND_MEMCPY" else real(con, t),
+    )
+    path = shared_path("traces", "h200_decode_graph.nsys.sqlite")
+    # act
+    trace = api.load_trace(path)
+    # assert
+    monkeypatch.undo()
+    assert trace.events.height == api.load_trace(path).events.height
