@@ -209,6 +209,39 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
         )
 
 
+def _duration_ratio(b: pl.DataFrame, t: pl.DataFrame) -> float | None:
+    """Median over names common to both runs of (treatment median / baseline median duration)."""
+    mb = b.group_by("name").agg(pl.col("dur_ns").median().alias("b"))
+    mt = t.group_by("name").agg(pl.col("dur_ns").median().alias("t"))
+    j = mb.join(mt, on="name").filter((pl.col("b") > 0) & (pl.col("t") > 0))
+    if j.height == 0:
+        return None
+    return ex.num((j["t"] / j["b"]).median())
+
+
+def _check_time_units(b: Trace, t: Trace) -> None:
+    """Refuse a pair whose clocks disagree by ~1000x (a trace written in ns read as µs).
+
+    CC makes API calls 2-4x slower and UVM faults can stretch kernels ~250x, but not every kernel
+    *and* every API call by three orders of magnitude; that is a unit mismatch.
+    """
+    ratios = []
+    for kinds in (["kernel", "collective"], ["runtime", "driver"], ["cpu_op"]):
+        rows_b = b.events.filter(pl.col("kind").is_in(kinds)).select("name", "dur_ns")
+        rows_t = t.events.filter(pl.col("kind").is_in(kinds)).select("name", "dur_ns")
+        r = _duration_ratio(rows_b, rows_t)
+        if r is not None:
+            ratios.append(r)
+    if ratios and (all(r >= 300 for r in ratios) or all(r <= 1 / 300 for r in ratios)):
+        k = sorted(ratios)[len(ratios) // 2]
+        raise PairMismatchError(
+            t.meta.source,
+            f"time units differ: the same kernels and calls last {k:,.3g}x as long as in the "
+            "baseline (a trace written in ns read as µs, or the reverse?); re-export both traces "
+            "with the same profiler settings",
+        )
+
+
 def _check_op_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions) -> None:
     def ops(s: Side) -> pl.DataFrame:
         rows = s.trace.events.filter(pl.col("kind") == "cpu_op").join(
@@ -318,6 +351,7 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
         PairMismatchError: the two traces are not the same workload.
     """
     opts = options or PairOptions()
+    _check_time_units(baseline, treatment)
     t_gpu = _has_gpu(treatment)
     host_only = not t_gpu
     kinds = set(treatment.events["kind"].cast(pl.String).unique().to_list())
