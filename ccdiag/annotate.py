@@ -13,7 +13,13 @@ What is added, in a process named ``ccdiag diagnosis`` (one per rank, pid
   finding (rule, confidence, ns/step, share, summary, the evidence numbers, the fixes), and
   inside it, per step, an event whose *length* is the time attributed to the mechanism in that
   step, drawn from the step's start (the ledger is per category, not per interval: where inside
-  the step the time went is not claimed).
+  the step the time went is not claimed);
+- one thread ``where: <mechanism>`` per mechanism with time attributed: the treatment's
+  intervals that carry its signature (``ccdiag.timeline.mechanism_intervals``: each launch call
+  and the gap before it, each blocked copy call, each host-crossing GPU copy, each sync call,
+  collective or UVM event), on their exact times, so Perfetto shows where the time can live.
+  At most 20,000 per mechanism (the shortest are left out and counted in the thread's first
+  event).
 
 A Kineto treatment is copied byte for byte with these events spliced in at the start of
 ``traceEvents`` (streaming: the trace is never held in memory). Anything else (an nsys export,
@@ -121,12 +127,20 @@ def _verdict_args(d: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def annotation_events(report: Report, windows: pl.DataFrame) -> list[dict[str, Any]]:
-    """The added events (pure): metadata, verdict, steps, one thread per mechanism.
+def annotation_events(
+    report: Report,
+    windows: pl.DataFrame,
+    where: pl.DataFrame | None = None,
+    left_out: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """The added events (pure): metadata, verdict, steps, one thread per mechanism, and the
+    evidence intervals of each mechanism with attributed time.
 
     Args:
         report: the diagnosis (its evidence is scrubbed like the file reports).
         windows: ``step_windows(pair)``: treatment window of each aligned step.
+        where: ``timeline.mechanism_intervals`` of the pair (None: no ``where:`` threads).
+        left_out: per mechanism, intervals left out of ``where``.
 
     Returns:
         Chrome-trace events (dicts), times in µs on the treatment's clock.
@@ -145,7 +159,12 @@ def annotation_events(report: Report, windows: pl.DataFrame) -> list[dict[str, A
         if not steps:
             continue
         t0, t1 = steps[0][0]["start_ns"], max(r["end_ns"] for r, _ in steps)
-        out += _meta_events(pid, rank, len(ranks) > 1, ["verdict", "steps", *mechs])
+        shown = [
+            m for m in mechs
+            if m != UNATTRIBUTED and findings[m]["ns_per_step"] > 0 and where is not None
+        ]  # fmt: skip
+        threads = ["verdict", "steps", *mechs, *(f"where: {m}" for m in shown)]
+        out += _meta_events(pid, rank, len(ranks) > 1, threads)
         out.append(_x(pid, 1, d["verdict"] or "diagnosis", t0, t1 - t0, _verdict_args(d)))
         for r, part in steps:
             out += _step_events(pid, r, part)
@@ -156,7 +175,18 @@ def annotation_events(report: Report, windows: pl.DataFrame) -> list[dict[str, A
             )
             out.append(_x(pid, tid, label, t0, t1 - t0, f))
             out += _mechanism_steps(pid, tid, m, steps)
+        for tid, m in enumerate(shown, 3 + len(mechs)):
+            assert where is not None
+            out += _where_events(pid, tid, m, t0, where.filter((pl.col("rank") == rank) & (pl.col("mechanism") == m)), (left_out or {}).get(m, 0))  # fmt: skip
     return out
+
+
+def _where_events(pid: int, tid: int, mech: str, t0: int, iv: pl.DataFrame, left: int) -> list[dict]:  # fmt: skip
+    head = {"ph": "i", "cat": CATEGORY, "name": f"where: {mech}", "pid": pid, "tid": tid, "ts": _us(t0), "s": "t", "args": {"intervals": iv.height, "left_out_shortest": left, "what": "treatment intervals carrying the mechanism's signature (evidence, not its attributed amount)"}}  # fmt: skip
+    return [head] + [
+        _x(pid, tid, name, start, dur, {"lane": lane})
+        for start, dur, name, lane in iv.select("start_ns", "dur_ns", "name", "lane").iter_rows()
+    ]
 
 
 def _step_events(pid: int, r: Mapping[str, Any], part: Mapping[str, Any] | None) -> list[dict]:
@@ -320,7 +350,12 @@ def annotate_pair(
         ``out``, ``mode`` (``kineto-copy`` or ``from-events``), ``report`` and ``added``
         (number of added events by phase).
     """
-    added = annotation_events(report, step_windows(pair))
+    from ccdiag.rules._base import RuleContext
+    from ccdiag.timeline import mechanism_intervals
+
+    fired = {a.mechanism for a in report.attribution if a.ns_per_step > 0}
+    where, left = mechanism_intervals(RuleContext(pair), fired)
+    added = annotation_events(report, step_windows(pair), where, left)
     counts: dict[str, int] = {}
     for e in added:
         counts[e["ph"]] = counts.get(e["ph"], 0) + 1

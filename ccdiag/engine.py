@@ -13,6 +13,10 @@ How the partition is built (per aligned step, then aggregated):
    launch time, CO01 the critical collective time, ...). Claims on one category never exceed its
    growth (scaled down pro rata): no double counting. What no rule claims is ``unattributed``.
    Extra host time the GPU hid never reaches the ledger; extra GPU time the host waited for does.
+   **Interactions.** Where a rule declares that part of another mechanism's claim exists only
+   because both act (``rules._base.Interaction``: padding exposed only because the copy blocked
+   first), that part is split between the two (Shapley: half each), never more than the partner
+   holds in that category.
 3. **Slack.** When host growth made the host critical where the GPU was before, GPU-critical time
    shrinks while GPU work did not: that shrink (not explained by less GPU busy time) is taken back
    from the host-side parts in proportion to their growth (``hidden_by_gpu_slack``).
@@ -109,6 +113,35 @@ def _claim_pass(
     return parts
 
 
+def shared_part(category: str, partner: str) -> str:
+    """Name of the part that holds a category's time shared with ``partner`` (an interaction)."""
+    return f"{category}, shared with {partner}"
+
+
+def _category_of(part: str) -> str:
+    return part.split(",", 1)[0]
+
+
+def _interaction_pass(fired: list[Finding], parts: dict[str, _Parts], keys: pl.DataFrame) -> None:
+    """Move the declared share of each interaction from the partner to the declaring finding,
+    per step and category (``rules._base.Interaction``). Totals are unchanged."""
+    n = keys.height
+    for f in fired:
+        for it in f.interactions:
+            if it.partner not in parts or it.ns.height == 0:
+                continue
+            j = keys.join(
+                it.ns.select(pl.col("rank").cast(pl.Int32), pl.col("idx").cast(pl.Int64), "ns"),
+                on=["rank", "idx"],
+                how="left",
+            )
+            size = np.clip(j["ns"].fill_null(0).to_numpy().astype(float), 0, None)
+            held = np.clip(parts[it.partner].parts.get(it.category, np.zeros(n)), 0, None)
+            moved = it.fraction * np.minimum(size, held)
+            parts[it.partner].add(it.category, -moved)
+            parts[f.mechanism].add(shared_part(it.category, it.partner), moved)
+
+
 def _shrink(d: np.ndarray, d_busy: np.ndarray) -> np.ndarray:
     return np.clip(np.clip(-d, 0, None) - np.clip(-d_busy, 0, None), 0, None)
 
@@ -134,7 +167,11 @@ def _slack_pass(
         shrink = shrink * _mean_scale(shrink, float(mean_shrink[0]), keep)
     host = [c for c in ex.HOST_CATEGORIES]
     pos = {
-        m: np.clip(sum((parts[m].parts.get(c, np.zeros(n)) for c in host), np.zeros(n)), 0, None)
+        m: np.clip(
+            sum((v for k, v in parts[m].parts.items() if _category_of(k) in host), np.zeros(n)),
+            0,
+            None,
+        )
         for m in mechs
     }
     total = sum(pos.values(), np.zeros(n))
@@ -277,7 +314,7 @@ def _verdict(total: int, atts: list[Attribution], pair: Pair, steady: int) -> st
             )
         return line
     head = f"treatment is {st.ratio:.2f}x the baseline (+{_fmt(total)}/step)"
-    ranked = [a for a in atts if a.ns_per_step > 0]
+    ranked = [a for a in atts if a.ns_per_step > 0.005 * abs(total)]  # below 0.5 %: not named
     if not ranked:
         return head + "; no mechanism explains it"
     top = ", ".join(f"{a.mechanism} {a.share:.0%}" for a in ranked[:3])
@@ -352,6 +389,7 @@ def diagnose_pair(
     delta = led["d_step_ns"].to_numpy().astype(float)
     keep = _keep_mask(delta)
     parts = _claim_pass(ctx, mechs, claimed_by, led, keep)
+    _interaction_pass([f for _, f in fired], parts, keys)
     _slack_pass(ctx, parts, led, mechs, keep)
     _hidden_host_pass(ctx, parts, led, keep)
 

@@ -94,19 +94,7 @@ def _gpu(side: Side, step: int, rank: int, w0: int) -> pl.DataFrame:
     g = side.gpu.filter((pl.col("rank") == rank) & (pl.col("step") == step))
     if g.height == 0:
         return pl.DataFrame()
-    what = pl.col("gclass").replace_strict(_GPU_LANE, default="kernels")
-    dev = pl.col("device").fill_null(0)
-    lane = (
-        pl.when(pl.col("stream").is_null())
-        .then(pl.format("GPU {}: {}", dev, what))
-        .otherwise(pl.format("GPU {} stream {}: {}", dev, pl.col("stream"), what))
-    )
-    mech = (
-        pl.when((pl.col("gclass") == "copy") & ex.is_host_copy())
-        .then(pl.lit("serialized_copies"))
-        .otherwise(pl.col("gclass").replace_strict(_GPU_MECH, default=None))
-    )
-    return g.select(**_frame(lane, mech, pl.col("start_ns") - w0, pl.col("dur_ns")))
+    return _gpu_rows(g).with_columns(pl.col("start_ns") - w0)
 
 
 def _side(ctx: RuleContext, which: str, step: int, rank: int, cap: int) -> dict[str, Any]:
@@ -178,3 +166,93 @@ def _lane_order(lane: str) -> tuple[int, str]:
     if lane.startswith("main thread"):
         return (2 if "API" in lane else 3, lane)
     return (4, lane)
+
+
+def mechanism_intervals(
+    ctx: RuleContext, mechanisms: set[str], *, max_per_mechanism: int = 20_000
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The treatment's intervals that carry each mechanism's signature, over the aligned steps.
+
+    The same mapping as the timeline lanes (module docstring): launch calls and the gaps before
+    them, blocking copy calls, sync calls, host-crossing GPU copies, collectives, UVM activity.
+    These are where a mechanism's time can live, not its attributed amount (the partition is per
+    category and step, see ``ccdiag.engine``).
+
+    Returns:
+        (rank, step, start_ns, dur_ns, name, lane, mechanism) on the treatment's clock, sorted;
+        and per mechanism how many intervals were left out beyond ``max_per_mechanism`` (the
+        shortest go first).
+    """
+    side = ctx.pair.treatment
+    steps = ctx.pair.aligned.select("rank", pl.col("t_step").alias("step")).unique()
+    frames: list[pl.DataFrame] = []
+    calls = ctx.calls_t.join(steps, on=["rank", "step"], how="semi")
+    for (rank, step), c in calls.partition_by(["rank", "step"], as_dict=True).items():
+        parts = [_api(c, int(step), int(rank), 0)]
+        if "c_copy_wait" in c.columns:  # blocked copy calls: split at the end of the wait
+            blocked = (pl.col("cls") == "copy") & pl.col("blocking").fill_null(False)
+            parts = [_api(c.filter(~blocked), int(step), int(rank), 0), _blocked_copies(c)]
+        api = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else pl.DataFrame()  # fmt: skip
+        if api.height:
+            frames.append(api.with_columns(pl.lit(rank).alias("rank"), pl.lit(step).alias("step")))
+    if not ctx.host_only:
+        g = side.gpu.join(steps, on=["rank", "step"], how="semi")
+        for (rank, step), gs in g.partition_by(["rank", "step"], as_dict=True).items():
+            gpu = _gpu_rows(gs)
+            if gpu.height:
+                frames.append(
+                    gpu.with_columns(pl.lit(rank).alias("rank"), pl.lit(step).alias("step"))
+                )
+    cols = ["rank", "step", "start_ns", "dur_ns", "name", "lane", "mechanism"]
+    if not frames:
+        return pl.DataFrame(schema=dict.fromkeys(cols, pl.Int64) | {"name": pl.String, "lane": pl.String, "mechanism": pl.String}), {}  # fmt: skip
+    ev = pl.concat(
+        [
+            f.with_columns(pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64))
+            for f in frames
+        ],
+        how="vertical_relaxed",
+    ).filter(pl.col("mechanism").is_in(sorted(mechanisms)) & (pl.col("dur_ns") > 0))
+    left: dict[str, int] = {}
+    kept = []
+    for m in sorted(mechanisms):
+        e = ev.filter(pl.col("mechanism") == m)
+        if e.height > max_per_mechanism:
+            left[m] = e.height - max_per_mechanism
+            e = e.sort("dur_ns", descending=True, maintain_order=True).head(max_per_mechanism)
+        kept.append(e)
+    out = pl.concat(kept).select(cols).sort("rank", "start_ns", "mechanism", maintain_order=True)
+    return out, left
+
+
+def _gpu_rows(g: pl.DataFrame) -> pl.DataFrame:
+    """GPU events of one step with absolute times (``_gpu`` without the step lookup)."""
+    what = pl.col("gclass").replace_strict(_GPU_LANE, default="kernels")
+    dev = pl.col("device").fill_null(0)
+    lane = (
+        pl.when(pl.col("stream").is_null())
+        .then(pl.format("GPU {}: {}", dev, what))
+        .otherwise(pl.format("GPU {} stream {}: {}", dev, pl.col("stream"), what))
+    )
+    mech = (
+        pl.when((pl.col("gclass") == "copy") & ex.is_host_copy())
+        .then(pl.lit("serialized_copies"))
+        .otherwise(pl.col("gclass").replace_strict(_GPU_MECH, default=None))
+    )
+    return g.select(**_frame(lane, mech, pl.col("start_ns"), pl.col("dur_ns")))
+
+
+def _blocked_copies(c: pl.DataFrame) -> pl.DataFrame:
+    """Blocking copy calls: an ``*Async`` call that returned only after its copy is
+    ``blocked_non_blocking`` evidence as a whole; the call's own time after any wait for queued
+    work is ``serialized_copies`` evidence (the two overlap: evidence, not a partition)."""
+    b = c.filter((pl.col("cls") == "copy") & pl.col("blocking").fill_null(False))
+    lane = pl.lit("main thread: CUDA API")
+    is_async = pl.col("name").str.contains("Async")
+    wait = b.filter(is_async).select(
+        **_frame(lane, pl.lit("blocked_non_blocking"), pl.col("eff_start"), pl.col("eff_ns"))
+    )
+    own_start = pl.col("eff_start") + pl.when(is_async).then(pl.col("c_copy_wait")).otherwise(0)
+    own_dur = pl.col("eff_ns") - pl.when(is_async).then(pl.col("c_copy_wait")).otherwise(0)
+    own = b.select(**_frame(lane, pl.lit("serialized_copies"), own_start, own_dur))
+    return pl.concat([wait, own])

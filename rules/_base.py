@@ -50,6 +50,26 @@ def opt(default: Any, doc: str) -> Any:
 
 
 @dataclass(frozen=True)
+class Interaction:
+    """Time another mechanism claimed that exists only because both mechanisms act.
+
+    Example: under CC a copy's host-side padding overlaps the GPU's queued work while the copy
+    stays asynchronous; once the copy blocks first, the padding runs with the GPU idle. The
+    exposed padding is claimed by ``serialized_copies`` (its category), but without the blocking
+    most of it would be hidden. Such a term has no single owner; the engine splits it by the
+    Shapley value of a two-player interaction: ``fraction`` (one half) goes to the finding that
+    declares it. ``ns`` (rank, idx, ns) is the per-step size of the interaction; the engine never
+    moves more than ``partner`` actually holds in ``category``.
+    """
+
+    partner: str
+    category: str
+    ns: pl.DataFrame
+    fraction: float = 0.5
+    how: str = ""
+
+
+@dataclass(frozen=True)
 class Finding:
     """What a rule found: claims on the ledger, evidence, confidence, facts for the fixes."""
 
@@ -60,6 +80,7 @@ class Finding:
     evidence: dict[str, Any]
     confidence: Literal["low", "medium", "high"]
     facts: dict[str, Any] = field(default_factory=dict)
+    interactions: tuple[Interaction, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -340,10 +361,12 @@ class Rule:
         summary: str,
         evidence: dict[str, Any],
         confidence: Literal["low", "medium", "high"],
+        interactions: tuple[Interaction, ...] = (),
         **facts: Any,
     ) -> Outcome:
         """A fired outcome with this rule's finding."""
-        return Outcome.fired(self.finding(claims_, summary, evidence, confidence, **facts))
+        f = self.finding(claims_, summary, evidence, confidence, **facts)
+        return Outcome.fired(dataclasses.replace(f, interactions=interactions))
 
     def finding(
         self,

@@ -946,6 +946,13 @@ def bootstrap_median_ci(x: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tup
 # --------------------------------------------------------------------------- per-step copy facts
 
 
+#: The per-step columns of :func:`copy_steps` that rules compare between runs.
+COPY_STEP_COLS = [
+    "blocked_async_ns", "n", "n_blocked", "blocked_self_ns", "async_api_ns", "n_async",
+    "blocked_gpu_ns", "async_gpu_ns",
+]  # fmt: skip
+
+
 def copy_steps(copies: pl.DataFrame) -> pl.DataFrame:
     """Per step facts of host-crossing copies (rank, step, ...).
 
@@ -955,6 +962,10 @@ def copy_steps(copies: pl.DataFrame) -> pl.DataFrame:
     - ``hidden_gpu_ns``: GPU time of copies whose call returned before the copy finished (the
       transfer ran behind the host's back).
     - ``async_busy_ns``: union of the GPU time of those non-covered copies.
+    - ``blocked_self_ns``: host time inside blocked ``*Async`` calls after the queue drained (the
+      copy itself and any host-side padding); ``async_api_ns``: host time inside ``*Async`` calls
+      beyond any queue wait; ``n_async``: ``*Async`` copies; ``blocked_gpu_ns`` and
+      ``async_gpu_ns``: GPU time of the blocked ``*Async`` copies and of all of them.
     """
     if copies.height == 0:
         return pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int32})
@@ -976,6 +987,19 @@ def copy_steps(copies: pl.DataFrame) -> pl.DataFrame:
         .sum()
         .alias("hidden_gpu_ns"),
         (is_async & pl.col("blocking")).sum().alias("n_blocked"),
+        pl.when(is_async & pl.col("blocking"))
+        .then(pl.col("c_copy_self"))
+        .otherwise(0)
+        .sum()
+        .alias("blocked_self_ns"),
+        pl.when(is_async).then(pl.col("c_copy_api")).otherwise(0).sum().alias("async_api_ns"),
+        is_async.sum().alias("n_async"),
+        pl.when(is_async & pl.col("blocking"))
+        .then(pl.col("gpu_dur"))
+        .otherwise(0)
+        .sum()
+        .alias("blocked_gpu_ns"),
+        pl.when(is_async).then(pl.col("gpu_dur")).otherwise(0).sum().alias("async_gpu_ns"),
     )
     if hidden.height:
         u = union_ns(hidden, ["rank", "step"]).select(
@@ -1271,3 +1295,55 @@ def replay_without_launch_toll(pair: Any, tolls: dict[str, int]) -> float | None
     before = t.steps.filter(pl.col("step").is_in(steps))["dur_ns"]
     after = out.steps.filter(pl.col("step").is_in(steps))["dur_ns"]
     return float((before - after).mean() or 0.0)
+
+
+def padding_interaction(st: pl.DataFrame, led: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+    """Per step: copy cost that is exposed only because the copy call blocked first.
+
+    Under CC a copy costs more of its own (``serialized_copies``): host time (staging,
+    encryption) and a longer transfer. While an async copy returns at once, its own extra host
+    time runs while the GPU still works through its queue, hidden up to the host's slack (the
+    time the baseline's host waited for the GPU in the step: its GPU-critical time), and its
+    longer transfer runs while the host keeps going, hidden up to the GPU's slack (the baseline
+    step minus its GPU busy time). A blocked call waits for the queue first, so both run with
+    the other side idle. The part that would have been hidden, per side min(growth, slack), is
+    an interaction of the two mechanisms (CP02 declares it; the engine halves it).
+
+    ``st``: :func:`aligned_delta` of :func:`copy_steps` (``n_blocked``, ``blocked_self_ns``,
+    ``async_api_ns``, ``n_async``, ``blocked_gpu_ns``, ``async_gpu_ns``); ``led``: the ledger;
+    ``busy``: GPU busy per step. Returns rank, idx, ns.
+    """
+
+    def per_copy(col: str) -> pl.Expr:
+        return pl.col(f"b_{col}") / pl.max_horizontal(pl.col("b_n_async"), pl.lit(1))
+
+    own = (pl.col("t_blocked_self_ns") - per_copy("async_api_ns") * pl.col("t_n_blocked")).clip(
+        lower_bound=0
+    )
+    gpu_grow = pl.col("t_blocked_gpu_ns") - per_copy("async_gpu_ns") * pl.col("t_n_blocked")
+    gpu_part = pl.min_horizontal(gpu_grow.clip(lower_bound=0), own)
+    host_slack = pl.sum_horizontal(
+        [pl.col(f"b_{c}") for c in GPU_CATEGORIES if f"b_{c}" in led.columns]
+    )
+    gpu_slack = (pl.col("b_step_ns") - pl.col("b_all")).clip(lower_bound=0)
+    j = (
+        st.select("rank", "idx", own.alias("own"), gpu_part.alias("gpu_part"))
+        .join(
+            led.select("rank", "idx", "b_step_ns", host_slack.alias("host_slack")),
+            on=["rank", "idx"],
+            how="inner",
+        )
+        .join(busy.select("rank", "idx", "b_all"), on=["rank", "idx"], how="left")
+        .with_columns(pl.col("b_all").fill_null(0))
+    )
+    ns = pl.min_horizontal(pl.col("own") - pl.col("gpu_part"), "host_slack") + pl.min_horizontal(
+        "gpu_part", gpu_slack
+    )
+    # only copies that CC made block: those that blocked in the baseline too owe nothing to it
+    newly = (
+        (pl.col("t_n_blocked") - pl.col("b_n_blocked"))
+        / pl.max_horizontal(pl.col("t_n_blocked"), pl.lit(1))
+    ).clip(0, 1)
+    j = j.join(st.select("rank", "idx", newly.alias("newly")), on=["rank", "idx"], how="left")
+    ns = ns * pl.col("newly").fill_null(0)
+    return j.select("rank", "idx", ns.clip(lower_bound=0).cast(pl.Float64).alias("ns"))

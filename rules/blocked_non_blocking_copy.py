@@ -7,7 +7,16 @@ from typing import ClassVar
 
 import polars as pl
 from ccdiag.rules import _expr as ex
-from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
+from ccdiag.rules._base import (
+    Finding,
+    Interaction,
+    Outcome,
+    Rule,
+    RuleContext,
+    claims,
+    opt,
+    recommendation,
+)
 
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
@@ -35,6 +44,10 @@ class BlockedNonBlockingCopy(Rule):
     (GPU-critical time beyond GPU busy growth, only in waits that blocked async copies ended).
     Host-only treatments: growth of copy ops recorded with ``non_blocking=True``.
 
+    Shared with CP01: copy-cost growth an async copy would have hidden under the other side's
+    work (up to the baseline's slack) but a blocked one exposes; half moves from CP01's
+    ``copy_api`` here (Shapley; ``_expr.padding_interaction``).
+
     ## Example
     ``tests/rules/cases/blocked-non-blocking-copy.yaml`` ``fires_when_async_copy_waits_for_queue``.
     Published: SGLang Qwen3-8B GPU utilization 74 → 57 %, throughput −34…−39 %.
@@ -45,7 +58,8 @@ class BlockedNonBlockingCopy(Rule):
 
     ## Limits
     A copy that waits for queued work but where nothing useful overlapped in the baseline costs
-    nothing and is not claimed (no host work became exposed). The copy's own (slower) transfer
+    nothing and is not claimed (no host work became exposed). The shared term uses the whole
+    step's slack, an upper bound where the baseline's host waited before the copies. The copy's own (slower) transfer
     and host-side padding are ``serialized_copies``. Without GPU events the blocked time is
     inferred from op durations.
 
@@ -73,7 +87,7 @@ class BlockedNonBlockingCopy(Rule):
         cb, ct = ctx.copies_b, ctx.copies_t
         if ct.height == 0:
             return Outcome.clean("no host-crossing copies on the main thread")
-        cols = ["blocked_async_ns", "n", "n_blocked"]
+        cols = ex.COPY_STEP_COLS
         st = ex.aligned_delta(ctx.pair.aligned, ex.copy_steps(cb), ex.copy_steps(ct), cols)
         grow = float(st["d_blocked_async_ns"].median() or 0)
         if grow < self.options.min_blocked_ns:
@@ -85,9 +99,7 @@ class BlockedNonBlockingCopy(Rule):
             [claims(ex.exposure_growth(led, seg, c), c, "x") for c in ex.HOST_CATEGORIES]
             + [claims(ex.gpu_exposure_growth(led, busy, win, c), c, "x") for c in ex.GPU_BUSY]
         )
-        util = ctx.busy.join(
-            ctx.ledger.select("rank", "idx", "b_step_ns", "t_step_ns"), on=["rank", "idx"]
-        )
+        util = busy.join(led.select("rank", "idx", "b_step_ns", "t_step_ns"), on=["rank", "idx"])
         blocked = (pl.col("c_copy_wait") + pl.col("c_copy_self")).alias("blocked")
         ev = {
             "async_copies_per_step": ex.both(lambda p: int(st[f"{p}_n"].median() or 0), "b", "t"),
@@ -102,9 +114,12 @@ class BlockedNonBlockingCopy(Rule):
                                        blocked_ns=pl.col("blocked").sum(), bytes=pl.col("bytes").max()),
             "published": "SGLang Qwen3-8B GPU utilization 74 -> 57 %",
         }  # fmt: skip
+        inter = ex.padding_interaction(st, led, busy)  # CP01's cost that blocking exposed
+        ev["padding_exposed_by_blocking_ns_per_step"] = int(ex.num(inter["ns"].median()))
         summary = f"async copy calls now block the host: +{grow / 1e3:.1f} us/step inside them"
         conf = "high" if grow > 5 * self.options.min_blocked_ns else "medium"
-        return self.fired(cl, summary, ev, conf, vllm=_is_vllm(ctx))
+        its = (Interaction("serialized_copies", "copy_api", inter, 0.5, "see CP02 Evidence"),)
+        return self.fired(cl, summary, ev, conf, interactions=its, vllm=_is_vllm(ctx))
 
     def _host_only(self, ctx: RuleContext) -> Outcome:
         d = float(ctx.ledger["d_op_copy_async"].median() or 0)

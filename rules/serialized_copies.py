@@ -31,6 +31,8 @@ class SerializedCopies(Rule):
     the growth of exposed copy-call time (``copy_api``: issue cost, host-side padding) and of
     GPU-critical time in host-crossing copies (``gpu_copy``: the host waited for the transfer).
     Host work that became exposed because a copy now blocks is ``blocked_non_blocking`` (CP02).
+    Copy time that an async copy would have hidden but a blocked one exposes is shared with CP02
+    (half each, the Shapley split of an interaction): see CP02's Evidence.
 
     ## Example
     ``tests/rules/cases/serialized-copies.yaml`` ``fires_when_copies_pay_a_toll``. Published

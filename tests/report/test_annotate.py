@@ -51,10 +51,13 @@ def test_kineto_treatment_gets_ccdiag_tracks_and_reads_back_unchanged(tmp_path: 
     assert len(doc["traceEvents"]) == len(_load(EAGER[1])["traceEvents"]) + len(added)
     assert Counter(e["ph"] for e in added) == Counter(result["added"])
     mechanisms = [a.mechanism for a in result["report"].attribution]
-    assert list(_threads(doc).values()) == ["verdict", "steps", *mechanisms, "unattributed"]
+    with_time = [a.mechanism for a in result["report"].attribution if a.ns_per_step > 0]
+    assert list(_threads(doc).values()) == [
+        "verdict", "steps", *mechanisms, "unattributed", *(f"where: {m}" for m in with_time)
+    ]  # fmt: skip
     names = {e["args"]["name"] for e in added if e["name"] == "process_name"}
     assert names == {"ccdiag diagnosis"}
-    boundaries = [e for e in added if e["ph"] == "i"]
+    boundaries = [e for e in added if e["ph"] == "i" and e["s"] == "g"]
     assert len(boundaries) == result["report"].step_ns.n_steps
     finding = next(e for e in added if e["ph"] == "X" and e["tid"] == 3 and "evidence" in e["args"])
     assert finding["args"]["evidence"]["launches_per_step"]["treatment"] > 100
@@ -70,6 +73,45 @@ def test_kineto_treatment_gets_ccdiag_tracks_and_reads_back_unchanged(tmp_path: 
             "metadata": result["added"]["M"],
         }  # fmt: skip
     )
+
+
+def test_where_tracks_sit_on_the_treatment_intervals_of_each_mechanism(tmp_path: Path):
+    # arrange: kv_offload, where blocked async copies carry both copy mechanisms
+    pair = tuple(SAMPLES / "kv_offload" / f"{s}.json.gz" for s in ("baseline", "treatment"))
+    out = tmp_path / "kv.json"
+    # act
+    result = api.annotate(*pair, out)
+    doc = _load(out)
+    # assert: every 'where:' event is one of the treatment's own events, at its exact time
+    tid = {name: t for t, name in _threads(doc).items()}
+    added = _added(doc)
+    own = [e for e in doc["traceEvents"] if e.get("cat") in ("cuda_runtime", "gpu_memcpy")]
+    calls = {(round(e["ts"], 3), e["name"]) for e in own}
+    spans = {(round(e["ts"], 3), round(e["dur"], 3)) for e in own}
+    copy_calls = [e for e in own if e["name"] == "cudaMemcpyAsync"]
+    for mech in ("serialized_copies", "blocked_non_blocking"):
+        where = [e for e in added if e["tid"] == tid[f"where: {mech}"] and e["ph"] == "X"]
+        assert where, mech
+        head = next(e for e in added if e["tid"] == tid[f"where: {mech}"] and e["ph"] == "i")
+        assert head["args"]["intervals"] == len(where) and head["args"]["left_out_shortest"] == 0
+        # blocked_non_blocking: the whole blocked cudaMemcpyAsync call, one per copy call
+        # (a copy call lasts until the op that issued it returns: the emulator pads around it)
+        if mech == "blocked_non_blocking":
+            assert len(where) == len(copy_calls)
+            assert all((e["ts"], e["name"]) in calls for e in where)
+            dur = {round(e["ts"], 3): e["dur"] for e in copy_calls}
+            assert all(e["dur"] >= dur[e["ts"]] for e in where)
+        else:  # the call's own time after any wait, and each host-crossing GPU copy
+            gpu = [e for e in where if e["args"]["lane"].startswith("GPU")]
+            host = [e for e in where if not e["args"]["lane"].startswith("GPU")]
+            assert len(host) == len(copy_calls) and len(gpu) == len(copy_calls)
+            assert all((e["ts"], e["dur"]) in spans for e in gpu)
+            assert all(e["name"] == "cudaMemcpyAsync" for e in host)
+    # the launch toll: each launch call and the gap before it
+    launches = [
+        e for e in added if e["tid"] == tid.get("where: launch_toll", -1) and e["ph"] == "X"
+    ]
+    assert result["report"].attribution[-1].mechanism == "launch_toll" and not launches
 
 
 def test_per_step_mechanism_events_add_up_to_the_partition(tmp_path: Path):
