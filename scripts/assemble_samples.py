@@ -158,7 +158,7 @@ user names); the `.nsys-rep` files are not shipped because that binary format em
 environment. Its truth is that of `decode_eager` (same workload, same injected costs).
 
 `*_ctas2` runs cap the emulated NCCL group at 2 CTAs (0.15x all-reduce bandwidth, a
-software-crypto-like slowdown, per-phase profiler sessions); the others at 16 CTAs, the cap whose
+software-crypto-like slowdown; `scripts/device/run_v2_ctas2.sh`); the others at 16 CTAs, the cap whose
 bandwidth ratio (0.87x) came closest to the B200's published 156/185 GB/s in
 [`collective_calibration.txt`](collective_calibration.txt).
 
@@ -192,7 +192,8 @@ On a machine with 1–2 NVIDIA GPUs, PyTorch and a C compiler (see `scripts/devi
 
     bash scripts/device/run_v2.sh                # all pairs, one profiler session each
     bash scripts/device/run_single_gpu.sh        # + timing runs without a profiler, the nsys pair
-    bash scripts/device/run_multi_gpu.sh         # + NCCL calibration, the *_ctas2 runs
+    bash scripts/device/run_multi_gpu.sh         # + NCCL calibration
+    bash scripts/device/run_v2_ctas2.sh          # the *_ctas2 pairs (2-CTA NCCL cap)
     python scripts/assemble_samples.py --single ... --timing ... --nsys ... --multi ... --out sample_traces
 """
 

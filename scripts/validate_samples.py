@@ -61,14 +61,25 @@ class Row:
     truth_ci: tuple[float, float] | None
     injected: float | None
     delta: float
+    shapley: float | None = None  # the copy mechanisms' Shapley split, where it is measured
+
+    @property
+    def judged(self) -> float:
+        """The truth the ±15 % target is judged against: the Shapley split where two mechanisms
+        interact measurably (only-X impacts then cannot all be matched by a partition)."""
+        return self.truth if self.shapley is None else self.shapley
 
     def error(self) -> float | None:
-        return (self.attributed - self.truth) / self.truth if self.truth else None
+        return (self.attributed - self.judged) / self.judged if self.judged else None
 
     def within(self) -> bool:
-        """Within ±15 % of the truth."""
+        """Within ±15 % of the judged truth."""
         e = self.error()
         return e is not None and abs(e) <= TOL
+
+    def within_only_x(self) -> bool:
+        """Within ±15 % of the only-X impact."""
+        return bool(self.truth) and abs(self.attributed - self.truth) <= TOL * abs(self.truth)
 
     def in_ci(self) -> bool:
         """Inside the truth's 95 % CI."""
@@ -199,8 +210,19 @@ def synthetic(tmp: Path) -> list[Pair]:
 def rows_emulated(p: Pair) -> list[Row]:
     got = {a.mechanism: a.ns_per_step for a in p.report.attribution}
     inj = p.truth.get("injected_ns_per_step", {})
+    td, res = truth_facts(p)
+    sh = shapley_copies(p) if td and res is not None and abs(res) > 0.10 * abs(td) else None
     return [
-        Row(p.name, m, got.get(m, 0.0), v["value"], tuple(v["ci95"]), inj.get(m), p.delta())
+        Row(
+            p.name,
+            m,
+            got.get(m, 0.0),
+            v["value"],
+            tuple(v["ci95"]),
+            inj.get(m),
+            p.delta(),
+            (sh or {}).get(m),
+        )
         for m, v in p.truth["impact_ns_per_step"].items()
     ]
 
@@ -276,18 +298,8 @@ def notes(items: list[Pair]) -> list[str]:
             bits.append(
                 f"no measurable impact (CI includes 0): {', '.join(f'`{m}`' for m in flat)}"
             )
-        sh = shapley_copies(p)
-        if sh and td and res is not None and abs(res) > 0.10 * abs(td):
-            got = {r.mechanism: r.attributed for r in rows}
-            bits.append(
-                "copy mechanisms split by Shapley (interaction halved): "
-                + ", ".join(
-                    f"`{m}` {_us(v)} µs (attributed {_us(got.get(m, 0.0))}, "
-                    f"{(got.get(m, 0.0) - v) / v:+.0%})"
-                    for m, v in sh.items()
-                    if v
-                )
-            )
+        if any(r.shapley is not None for r in rows):
+            bits.append("copy mechanisms judged against their Shapley split (interaction halved)")
         if bits:
             out.append(f"- `{p.name}`: " + "; ".join(bits) + ".")
     return out
@@ -299,7 +311,19 @@ def _mark(b: bool) -> str:
 
 def table(title: str, kind: str, items: list[Pair]) -> tuple[str, dict[str, int]]:
     score = dict.fromkeys(
-        ("n", "within", "in_ci", "ok", "wide", "pairs", "others_ok", "unattr_ok"), 0
+        (
+            "n",
+            "within",
+            "within_x",
+            "shapley",
+            "in_ci",
+            "ok",
+            "wide",
+            "pairs",
+            "others_ok",
+            "unattr_ok",
+        ),
+        0,
     )
     emu = kind == "emulated"
     truth_head = "impact (95 % CI)" if emu else "Shapley truth"
@@ -307,9 +331,10 @@ def table(title: str, kind: str, items: list[Pair]) -> tuple[str, dict[str, int]
     lines = [
         f"#### {title}",
         "",
-        f"| pair | delta µs/step | mechanism | attributed | {truth_head} | {inj_head} | error | "
-        "error / delta | ±15 % | in CI | CI > ±15 % |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|---|---|",
+        f"| pair | delta µs/step | mechanism | attributed | {truth_head} | "
+        + ("Shapley split | " if emu else "")
+        + f"{inj_head} | error | error / delta | ±15 % | in CI | CI > ±15 % |",
+        "|---|---:|---|---:|---:|" + ("---:|" if emu else "") + "---:|---:|---:|---|---|---|",
     ]
     summary = [
         "",
@@ -326,13 +351,16 @@ def table(title: str, kind: str, items: list[Pair]) -> tuple[str, dict[str, int]
             lines.append(
                 f"| {p.name if i == 0 else ''} | {_us(row.delta) if i == 0 else ''} | "
                 f"`{row.mechanism}` | {_us(row.attributed)} | {_us(row.truth)}{ci} | "
-                f"{_us(row.injected)} | {'-' if e is None else f'{e:+.0%}'} | "
-                f"{(row.attributed - row.truth) / (abs(row.delta) or 1):+.1%} | "
+                + (f"{_us(row.shapley)} | " if emu else "")
+                + f"{_us(row.injected)} | {'-' if e is None else f'{e:+.0%}'} | "
+                f"{(row.attributed - row.judged) / (abs(row.delta) or 1):+.1%} | "
                 f"{_mark(row.within())} | {_mark(row.in_ci()) if row.truth_ci else '-'} | "
                 f"{_mark(row.ci_wide()) if row.truth_ci else '-'} |"
             )
             score["n"] += 1
             score["within"] += row.within()
+            score["within_x"] += row.within_only_x()
+            score["shapley"] += row.shapley is not None
             score["in_ci"] += row.in_ci()
             score["ok"] += row.ok()
             score["wide"] += row.ci_wide()
@@ -370,6 +398,11 @@ def render(emu: list[Pair], syn: list[Pair]) -> str:
 
     def line(s: dict[str, int], ci: bool) -> str:
         head = f"{s['within']} of {s['n']} injected mechanisms within ±15 % of the truth"
+        if ci and s["shapley"]:
+            head += (
+                f" (the {s['shapley']} interacting copy mechanisms judged against their Shapley "
+                f"split; against only-X impacts alone: {s['within_x']} of {s['n']})"
+            )
         if ci:
             head += (
                 f" ({s['wide']} of the {s['n']} truths have a 95 % CI wider than ±15 %; "
@@ -398,10 +431,14 @@ def render(emu: list[Pair], syn: list[Pair]) -> str:
             "its own padding; the GPU hides a host cost once, not once per mechanism) or noise. "
             "Where it is large no partition can match every only-X impact, and `unattributed` "
             "cannot be judged against 10 %. *pair's delta* differs from the truth's where the "
-            "shipped traces are not the runs the truth was measured on (the `*_ctas2` pairs are "
-            "round 0 of per-phase profiler sessions, the older protocol) or where one side's host "
+            "shipped traces are not the runs the truth was measured on or where one side's host "
             "code ran slower under the profiler (the Nsight pair). Per-rank pairs are judged "
-            "against the mean of the ranks' truths.",
+            "against the mean of the ranks' truths. *Shapley split*: where the two copy "
+            "mechanisms interact measurably (residual above 10 % of the truth's delta and their "
+            "joint cost measured well), each gets half its impact alone plus half of what it adds "
+            "to the other, the only truth a partition can match; *error* and *±15 %* of those rows "
+            "are judged against it (ccdiag splits the same interaction the same way: padding "
+            "exposed only because the copy blocked is halved between the two rules).",
             "",
             "Where the truth itself limits the judgement (from the numbers below):",
             "",
