@@ -327,6 +327,41 @@ def _verdict(total: int, atts: list[Attribution], pair: Pair, steady: int) -> st
     return head + f": {top}"
 
 
+HIDING_PARTS = ("hidden_by_gpu_slack",)
+
+
+def _hidden_notes(
+    claimed_by: dict[tuple[str, str], np.ndarray],
+    given: dict[str, float],
+    parts: dict[str, _Parts],
+    keep: np.ndarray,
+    total: int,
+) -> list[str]:
+    """Mechanisms whose evidence costs much more than lengthened the step: the rest ran under
+    other critical-path work (claims beyond their categories' growth; host growth the GPU's
+    slack absorbed). Said, so a small attribution is not read as a small cost: its fix recovers
+    little until the work that covers it is fixed too. Shares moved to a partner by an
+    interaction, and host work a mechanism's GPU wait now covers, are not counted as hidden."""
+    if not keep.any():
+        return []
+    raw: dict[str, float] = {}
+    for (m, _cat), v in claimed_by.items():
+        raw[m] = raw.get(m, 0.0) + float(v[keep].mean())
+    out = []
+    for m, r in sorted(raw.items(), key=lambda kv: -kv[1]):
+        hid = r - given.get(m, 0.0)
+        hid -= sum(
+            float(parts[m].parts[k][keep].mean()) for k in HIDING_PARTS if k in parts[m].parts
+        )
+        if r >= 0.05 * abs(total) and hid > max(0.25 * r, 0.02 * abs(total)):
+            out.append(
+                f"{m}: its evidence costs {_fmt(r)}/step in the treatment, {_fmt(hid)} of which did "
+                "not lengthen the step (it ran under other critical-path work); fixing it alone "
+                "recovers about its attributed time, more once the work that covered it is fixed"
+            )
+    return out
+
+
 def _slowdown_warning(ctx: RuleContext, keep: np.ndarray, total: int) -> str | None:
     """A warning when host code outside CUDA calls got slower in the treatment, with what that
     would cost: (ratio - 1) x the baseline's exposed host time outside API calls."""
@@ -389,6 +424,7 @@ def diagnose_pair(
     delta = led["d_step_ns"].to_numpy().astype(float)
     keep = _keep_mask(delta)
     parts = _claim_pass(ctx, mechs, claimed_by, led, keep)
+    given = {m: float(parts[m].total(n)[keep].mean()) if n else 0.0 for m in mechs}
     _interaction_pass([f for _, f in fired], parts, keys)
     _slack_pass(ctx, parts, led, mechs, keep)
     _hidden_host_pass(ctx, parts, led, keep)
@@ -434,6 +470,7 @@ def diagnose_pair(
         (r for a in atts for r in a.recommendations),
         key=lambda r: -r.predicted_recovery_ns_per_step,
     )
+    hidden = _hidden_notes(claimed_by, given, parts, keep, total)
     warnings = list(pair.warnings)
     slow = _slowdown_warning(ctx, keep, total)
     if slow:
@@ -461,7 +498,7 @@ def diagnose_pair(
         ],
         recommendations=recs,
         warnings=warnings,
-        notes=[*pair.dropped, *pair.notes],
+        notes=[*pair.dropped, *pair.notes, *hidden],
         mode="host_only" if pair.mode == "host_only" else "gpu",
         whole_program=pair.whole_program,
         partition=Partition(

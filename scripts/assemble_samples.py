@@ -156,6 +156,13 @@ CC — exported with `nsys export --type sqlite` on the H200, Nsight Systems 202
 were scrubbed (`ccdiag.profiling.scrub_nsys_sqlite`: environment, command line, paths, host and
 user names); the `.nsys-rep` files are not shipped because that binary format embeds the same
 environment. Its truth is that of `decode_eager` (same workload, same injected costs).
+Why not its own: an ablation under Nsight Systems (all five phases × 3 rounds, one capture range
+per phase, H200, 2026-11-30) gave per-range median steps from 4.4 to 10.3 ms for the same work
+(baseline 8.3, 9.0, 6.5 ms; treatment 6.3, 8.3, 6.1 ms): the host overhead per capture range is
+bimodal, as torch.profiler's is per session, so no clean truth can be measured under nsys here.
+The shipped pair's treatment range landed in the slow mode (ccdiag warns: host gaps scale 1.70x
+beyond any fixed toll); a second capture whose two ranges both landed in the fast mode
+(4.40 → 5.60 ms) left 18 % unattributed instead of 60 %.
 
 `*_ctas2` runs cap the emulated NCCL group at 2 CTAs (0.15x all-reduce bandwidth, a
 software-crypto-like slowdown; `scripts/device/run_v2_ctas2.sh`); the others at 16 CTAs, the cap whose

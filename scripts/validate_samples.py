@@ -50,6 +50,9 @@ B200 = {"launch_toll_ns": 12_250, "copies_blocking": True, "copy_toll_ns": 35_00
 #: injected costs, another profiler).
 TRUTH_OF = {"decode_eager_nsys": "decode_eager"}
 TOL = 0.15
+HIDDEN = re.compile(
+    r"(\w+): its evidence costs (\S+ \S+?)/step in the treatment, (\S+ \S+) of which"
+)
 
 
 @dataclass
@@ -382,6 +385,11 @@ def table(title: str, kind: str, items: list[Pair]) -> tuple[str, dict[str, int]
             if p.truth.get("ranks_averaged"):
                 notes.append(f"mean of {p.truth['ranks_averaged']} ranks' truths")
             notes += [w.split(":")[0] for w in r.warnings if "slower" in w or "scale" in w]
+            notes += [
+                f"`{m.group(1)}` paid but hidden: {m.group(3)} of its {m.group(2)}/step"
+                for n in r.notes
+                if (m := HIDDEN.match(n))
+            ]
             line += (
                 f" {_us(td)} | {_us(res)}{share} | {_protocol(p.truth)} | "
                 f"{'; '.join(notes) or '-'} |"

@@ -158,3 +158,18 @@ def test_no_sharing_without_baseline_slack_or_when_copies_blocked_already() -> N
         r = api.diagnose(*_pair(name))
         att = {a.mechanism: a for a in r.attribution}
         assert att["blocked_non_blocking"].parts.get(key, 0) <= bound, name
+
+
+def test_a_cost_hidden_behind_slower_collectives_is_said_not_dropped() -> None:
+    """ddp_2gpu_ctas2 (real 2xH200, NCCL capped at 2 CTAs): the B200 launch toll costs ~0.65 ms
+    of host time per step, but the step waits on the slowed all-reduces, so the toll adds ~0 to
+    the step: the partition gives launch_toll ~0 and a note says what it costs and why."""
+    pair = tuple(SAMPLES / "ddp_2gpu_ctas2" / s for s in ("baseline", "treatment"))
+    r = api.diagnose(*pair)
+    att = {a.mechanism: a.ns_per_step for a in r.attribution}
+    assert att["launch_toll"] < 0.01 * r.partition.total_ns_per_step
+    note = next(n for n in r.notes if n.startswith("launch_toll: its evidence costs"))
+    assert "did not lengthen the step" in note
+    # a host-bound pair where the toll lengthens the step gets no such note
+    eager = api.diagnose(*_pair("decode_eager"))
+    assert not [n for n in eager.notes if "did not lengthen the step" in n]
