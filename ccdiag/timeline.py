@@ -60,6 +60,12 @@ def _api(calls: pl.DataFrame, step: int, rank: int, w0: int) -> pl.DataFrame:
     c = calls.filter((pl.col("rank") == rank) & (pl.col("step") == step))
     if c.height == 0 or "gap_ns" not in c.columns:
         return pl.DataFrame()
+    return _api_rows(c).with_columns(pl.col("start_ns") - w0)
+
+
+def _api_rows(c: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
+    """Host API calls (and the gaps before launches) with their mechanism, absolute times;
+    ``keep``: columns of ``c`` carried along (rank, step)."""
     host_only = "blocking" not in c.columns  # op_calls rows (CC 'on' traces): cpu_ops
     blocked = pl.lit(True) if host_only else pl.col("blocking").fill_null(False)
     cls = pl.col("cls").str.replace("^op_", "")
@@ -78,14 +84,15 @@ def _api(calls: pl.DataFrame, step: int, rank: int, w0: int) -> pl.DataFrame:
         .otherwise(pl.lit(None, pl.String))
     )
     lane_api = "main thread: ops by class" if host_only else "main thread: CUDA API"
-    api = c.select(**_frame(pl.lit(lane_api), mech, pl.col("eff_start") - w0, pl.col("eff_ns")))
+    api = c.select(*keep, **_frame(pl.lit(lane_api), mech, pl.col("eff_start"), pl.col("eff_ns")))
     gaps = c.filter((cls == "launch") & (pl.col("gap_ns") > 0)).select(
+        *keep,
         **_frame(
             pl.lit("main thread: gap before launch"),
             pl.lit("launch_toll"),
-            pl.col("eff_start") - pl.col("gap_ns") - w0,
+            pl.col("eff_start") - pl.col("gap_ns"),
             pl.col("gap_ns"),
-        )
+        ),
     )
     return pl.concat([api, gaps])
 
@@ -185,33 +192,26 @@ def mechanism_intervals(
     """
     side = ctx.pair.treatment
     steps = ctx.pair.aligned.select("rank", pl.col("t_step").alias("step")).unique()
+    keep = ("rank", "step")
     frames: list[pl.DataFrame] = []
-    calls = ctx.calls_t.join(steps, on=["rank", "step"], how="semi")
-    for (rank, step), c in calls.partition_by(["rank", "step"], as_dict=True).items():
-        parts = [_api(c, int(step), int(rank), 0)]
-        if "c_copy_wait" in c.columns:  # blocked copy calls: split at the end of the wait
+    calls = ctx.calls_t.join(steps, on=list(keep), how="semi")
+    if calls.height and "gap_ns" in calls.columns:
+        if "c_copy_wait" in calls.columns:  # blocking copy calls: see _blocked_copies
             blocked = (pl.col("cls") == "copy") & pl.col("blocking").fill_null(False)
-            parts = [_api(c.filter(~blocked), int(step), int(rank), 0), _blocked_copies(c)]
-        api = pl.concat([p for p in parts if p.height], how="vertical_relaxed") if any(p.height for p in parts) else pl.DataFrame()  # fmt: skip
-        if api.height:
-            frames.append(api.with_columns(pl.lit(rank).alias("rank"), pl.lit(step).alias("step")))
+            frames += [_api_rows(calls.filter(~blocked), keep), _blocked_copies(calls, keep)]
+        else:
+            frames.append(_api_rows(calls, keep))
     if not ctx.host_only:
-        g = side.gpu.join(steps, on=["rank", "step"], how="semi")
-        for (rank, step), gs in g.partition_by(["rank", "step"], as_dict=True).items():
-            gpu = _gpu_rows(gs)
-            if gpu.height:
-                frames.append(
-                    gpu.with_columns(pl.lit(rank).alias("rank"), pl.lit(step).alias("step"))
-                )
+        g = side.gpu.join(steps, on=list(keep), how="semi")
+        if g.height:
+            frames.append(_gpu_rows(g, keep))
     cols = ["rank", "step", "start_ns", "dur_ns", "name", "lane", "mechanism"]
-    if not frames:
-        return pl.DataFrame(schema=dict.fromkeys(cols, pl.Int64) | {"name": pl.String, "lane": pl.String, "mechanism": pl.String}), {}  # fmt: skip
+    schema = dict.fromkeys(cols, pl.Int64) | dict.fromkeys(("name", "lane", "mechanism"), pl.String)
     ev = pl.concat(
         [
-            f.with_columns(pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64))
-            for f in frames
-        ],
-        how="vertical_relaxed",
+            f.select(pl.col(c).cast(t) for c, t in schema.items())
+            for f in [pl.DataFrame(schema=schema), *frames]
+        ]
     ).filter(pl.col("mechanism").is_in(sorted(mechanisms)) & (pl.col("dur_ns") > 0))
     left: dict[str, int] = {}
     kept = []
@@ -221,12 +221,13 @@ def mechanism_intervals(
             left[m] = e.height - max_per_mechanism
             e = e.sort("dur_ns", descending=True, maintain_order=True).head(max_per_mechanism)
         kept.append(e)
-    out = pl.concat(kept).select(cols).sort("rank", "start_ns", "mechanism", maintain_order=True)
+    out = pl.concat([ev.clear(), *kept]).select(cols)
+    out = out.sort("rank", "start_ns", "mechanism", maintain_order=True)
     return out, left
 
 
-def _gpu_rows(g: pl.DataFrame) -> pl.DataFrame:
-    """GPU events of one step with absolute times (``_gpu`` without the step lookup)."""
+def _gpu_rows(g: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
+    """GPU events with their mechanism, absolute times; ``keep``: columns carried along."""
     what = pl.col("gclass").replace_strict(_GPU_LANE, default="kernels")
     dev = pl.col("device").fill_null(0)
     lane = (
@@ -239,10 +240,10 @@ def _gpu_rows(g: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("serialized_copies"))
         .otherwise(pl.col("gclass").replace_strict(_GPU_MECH, default=None))
     )
-    return g.select(**_frame(lane, mech, pl.col("start_ns"), pl.col("dur_ns")))
+    return g.select(*keep, **_frame(lane, mech, pl.col("start_ns"), pl.col("dur_ns")))
 
 
-def _blocked_copies(c: pl.DataFrame) -> pl.DataFrame:
+def _blocked_copies(c: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
     """Blocking copy calls: an ``*Async`` call that returned only after its copy is
     ``blocked_non_blocking`` evidence as a whole; the call's own time after any wait for queued
     work is ``serialized_copies`` evidence (the two overlap: evidence, not a partition)."""
@@ -250,9 +251,9 @@ def _blocked_copies(c: pl.DataFrame) -> pl.DataFrame:
     lane = pl.lit("main thread: CUDA API")
     is_async = pl.col("name").str.contains("Async")
     wait = b.filter(is_async).select(
-        **_frame(lane, pl.lit("blocked_non_blocking"), pl.col("eff_start"), pl.col("eff_ns"))
+        *keep, **_frame(lane, pl.lit("blocked_non_blocking"), pl.col("eff_start"), pl.col("eff_ns"))
     )
     own_start = pl.col("eff_start") + pl.when(is_async).then(pl.col("c_copy_wait")).otherwise(0)
     own_dur = pl.col("eff_ns") - pl.when(is_async).then(pl.col("c_copy_wait")).otherwise(0)
-    own = b.select(**_frame(lane, pl.lit("serialized_copies"), own_start, own_dur))
+    own = b.select(*keep, **_frame(lane, pl.lit("serialized_copies"), own_start, own_dur))
     return pl.concat([wait, own])

@@ -190,3 +190,25 @@ def test_annotated_output_is_deterministic(tmp_path: Path):
     # assert
     assert a.read_bytes() == b.read_bytes()
     assert pl.Series(_load(a)["traceEvents"][:3]).len() == 3
+
+
+def test_where_intervals_keep_the_longest_and_count_the_rest():
+    from ccdiag.rules._base import RuleContext
+    from ccdiag.timeline import mechanism_intervals
+
+    # arrange: the eager decode has ~370 launch-toll intervals (calls + gaps) per step
+    ctx = RuleContext(api.load_pair(*EAGER))
+    full, none_left = mechanism_intervals(ctx, {"launch_toll"})
+    # act
+    capped, left = mechanism_intervals(ctx, {"launch_toll"}, max_per_mechanism=100)
+    empty, _ = mechanism_intervals(ctx, set())
+    # assert: the 100 longest kept, the rest counted, nothing else mixed in
+    assert none_left == {} and full.height > 5_000
+    assert capped.height == 100 and left == {"launch_toll": full.height - 100}
+    assert capped["dur_ns"].min() >= full["dur_ns"].sort(descending=True)[99]
+    assert set(capped["mechanism"]) == {"launch_toll"} and empty.height == 0
+    # every interval lies inside an aligned treatment step window
+    w = ctx.pair.treatment.windows.select("rank", "step", "start_ns", pl.col("end_ns").alias("w1"))
+    j = full.join(w.rename({"start_ns": "w0"}), on=["rank", "step"])
+    assert j.height == full.height
+    assert (j["start_ns"] >= j["w0"] - j["dur_ns"]).all()  # a gap may start before the window
