@@ -194,6 +194,7 @@ def test_annotated_output_is_deterministic(tmp_path: Path):
 
 def test_where_intervals_keep_the_longest_and_count_the_rest():
     from ccdiag.rules._base import RuleContext
+
     from ccdiag.timeline import mechanism_intervals
 
     # arrange: the eager decode has ~370 launch-toll intervals (calls + gaps) per step
