@@ -41,6 +41,7 @@ EXPORT_INFO = "export-info"
 EXPORT_JSON = "export-json"
 EXPORT_MD = "export-md"
 EXPORT_HTML = "export-html"
+EXPORT_TRACE = "export-trace"
 EXPORT_DOWNLOAD = "export-download"
 EXPORT_MSG = "export-message"
 

@@ -239,6 +239,35 @@ class Analyses:
 
     # -- timeline ----------------------------------------------------------------------------
 
+    def _loaded_pair(self, e: Entry) -> Any:
+        with self._lock:
+            if e.pair is None:
+                e.pair = api.load_pair(e.source.baseline, e.source.treatment)
+                self._put(e)
+            return e.pair
+
+    def annotated(self, key: str, folder: Path, max_bytes: int) -> Path:
+        """The treatment with the diagnosis as tracks (``ccdiag annotate``), gzip, in ``folder``.
+
+        Raises InputError when the analysis is gone or the file would exceed ``max_bytes``
+        (checked on the treatment's size before writing and on the result)."""
+        e = self.entry(key)
+        if e is None:
+            raise InputError(None, "this analysis is no longer loaded; choose the pair again")
+        size = sum(
+            f.stat().st_size
+            for f in ([e.source.treatment] if e.source.treatment.is_file() else e.source.treatment.rglob("*"))
+            if f.is_file()
+        )  # fmt: skip
+        if size > max_bytes:
+            raise InputError(None, f"the treatment is {size / 1e6:.0f} MB: annotate it with `ccdiag annotate` instead")  # fmt: skip
+        out = folder / f"annotated-{key[:16]}.json.gz"
+        api.annotate_diagnosed(self._loaded_pair(e), e.report, e.source.treatment, out)
+        if out.stat().st_size > max_bytes:
+            out.unlink()
+            raise InputError(None, "the annotated trace is too large to download here: use `ccdiag annotate`")  # fmt: skip
+        return out
+
     def timeline(self, key: str, index: int, rank: int | None) -> dict[str, Any]:
         """One aligned step of a finished analysis (reloads the pair when it was evicted)."""
         e = self.entry(key)
@@ -248,10 +277,7 @@ class Analyses:
         with self._lock:
             if tkey in self._timelines:
                 return self._timelines[tkey]
-            if e.pair is None:
-                e.pair = api.load_pair(e.source.baseline, e.source.treatment)
-                self._put(e)
-            pair = e.pair
+        pair = self._loaded_pair(e)
         tl = api.step_timeline(pair, index, rank=rank)
         with self._lock:
             self._timelines[tkey] = tl

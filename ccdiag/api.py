@@ -219,6 +219,15 @@ def annotate(
     return annotate_pair(pair, report, Path(treatment), out, progress=progress)
 
 
+def annotate_diagnosed(
+    pair: Any, report: Any, treatment: str | Path, out: str | Path
+) -> dict[str, Any]:
+    """:func:`annotate` for a pair already loaded and diagnosed (the dashboard's export)."""
+    from ccdiag.annotate import annotate_pair
+
+    return annotate_pair(pair, report, Path(treatment), out)
+
+
 def capture(cmd: list[str], out: str | Path, label: str, *, nsys: bool = False) -> int:
     """Run a workload with profiling set up (``ccdiag capture``); returns its exit status."""
     from ccdiag.emulate.launcher import run_capture

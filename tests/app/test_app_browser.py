@@ -8,6 +8,7 @@ folder holding a real pair whose kernel names carry an HTML payload, and an uplo
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import shutil
 import socket
@@ -280,6 +281,13 @@ def test_the_report_downloads(page: Any, server: str) -> None:
                 page.click(button)
             assert dl2.value.suggested_filename.endswith("." + ext)
             assert marker in Path(dl2.value.path()).read_text()
+    # the annotated treatment: gzip Chrome-trace JSON with the diagnosis tracks
+    with page.expect_download() as dl3:
+        page.click("#export-trace")
+    assert dl3.value.suggested_filename == "ccdiag-annotated-decode_eager.json.gz"
+    doc = json.loads(gzip.decompress(Path(dl3.value.path()).read_bytes()))
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"verdict", "steps", "where: launch_toll"} <= names
     shot(page, "export")
 
 

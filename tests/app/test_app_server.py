@@ -8,6 +8,7 @@ check that the server refuses it without reading anything.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import time
 from pathlib import Path
@@ -226,3 +227,35 @@ def test_polling_reports_progress_until_the_report_is_ready(tmp_path: Path) -> N
     )
     assert again["response"]["report-store"]["data"]["key"] == report["key"]
     assert "from the cache" in _status(again)
+
+
+def test_the_annotated_trace_is_built_from_the_loaded_analysis_and_size_limited(
+    tmp_path: Path,
+) -> None:
+    from ccdiag.app.jobs import Analyses
+    from ccdiag.app.pages.export import annotated
+    from ccdiag.app.sources import Source
+    from ccdiag.errors import InputError
+
+    # arrange: a finished analysis whose pair was evicted from memory
+    b, t = (SAMPLES / "kv_offload" / f"{s}.json.gz" for s in ("baseline", "treatment"))
+    analyses = Analyses()
+    job = analyses.submit(Source("k", "kv_offload", "sample", b, t))
+    _wait(job)
+    entry = analyses.entry(job.key)
+    entry.pair = None
+    # act
+    out = analyses.annotated(job.key, tmp_path, 100_000_000)
+    sent, msg = annotated(analyses, job.key, "kv_offload")
+    # assert: a gzip Chrome trace with the diagnosis process and its evidence tracks
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    threads = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"verdict", "where: serialized_copies", "where: blocked_non_blocking"} <= threads
+    assert sent["filename"] == "ccdiag-annotated-kv_offload.json.gz" and sent["base64"]
+    assert msg == "downloaded ccdiag-annotated-kv_offload.json.gz"
+    # too large: refused before writing anything, with the command to use instead
+    with pytest.raises(InputError, match="ccdiag annotate"):
+        analyses.annotated(job.key, tmp_path / "none", 1_000)
+    assert not (tmp_path / "none").exists()
+    with pytest.raises(InputError, match="no longer loaded"):
+        analyses.annotated("unknown", tmp_path, 100_000_000)
