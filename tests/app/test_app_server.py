@@ -235,6 +235,7 @@ def test_the_annotated_trace_is_built_from_the_loaded_analysis_and_size_limited(
     from ccdiag.app.jobs import Analyses
     from ccdiag.app.pages.export import annotated
     from ccdiag.app.sources import Source
+
     from ccdiag.errors import InputError
 
     # arrange: a finished analysis whose pair was evicted from memory
