@@ -792,6 +792,38 @@ def setup_costs(report: Any) -> go.Figure:
     )
 
 
+def host_code_ops(report: Any) -> go.Figure:
+    """Median duration of the cpu_op kinds without CUDA calls (the host-slowdown control)."""
+    title = "Host code outside CUDA calls"
+    ev = evidence(report, "host_slowdown")
+    ops = _get(ev, "ops", default=[]) or []
+    if not ops:
+        why = rule_reason(report, "host_slowdown")
+        if ev:
+            why = f"{_get(ev, 'ratio')}x from the {_get(ev, 'basis')} (no cpu_ops to show)"
+        return not_measured(title, why)
+    names = [esc(o.get("op")) for o in ops]
+    div, unit = time_unit([o["median_ns"][r] for o in ops for r in RUNS])
+    fig = go.Figure()
+    for run in RUNS:
+        fig.add_bar(
+            y=names,
+            x=[o["median_ns"][run] / div for o in ops],
+            orientation="h",
+            name=RUN_LABELS[run],
+            marker_color=RUN_COLORS[run],
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text=f"median duration per call ({unit})")
+    return _layout(
+        fig,
+        title,
+        "cpu_op kinds that make no CUDA call, most called first: the same work in both runs",
+        height=160 + 40 * len(names),
+    )
+
+
 def mechanism_figures(report: Any, mechanism: str, series: Series = None) -> list[go.Figure]:
     """The evidence figures of one mechanism's page, in reading order."""
     per = {
@@ -820,6 +852,7 @@ def mechanism_figures(report: Any, mechanism: str, series: Series = None) -> lis
             ),
         ],
         "one_time_setup": lambda: [setup_costs(report)],
+        "host_slowdown": lambda: [host_code_ops(report)],
     }
     figs = per.get(mechanism, lambda: [])()
     return [*figs, mechanism_per_step(report, mechanism)]

@@ -17,6 +17,7 @@ MECHANISM_LABELS: dict[str, str] = {
     "uvm_migration": "UVM migration",
     "sync_stall": "Sync stalls",
     "one_time_setup": "One-time setup",
+    "host_slowdown": "Host code slower",
     "unattributed": "Unattributed",
 }
 
@@ -28,6 +29,7 @@ MECHANISM_COLORS: dict[str, str] = {
     "uvm_migration": "#8c564b",
     "sync_stall": "#e377c2",
     "one_time_setup": "#17becf",
+    "host_slowdown": "#bcbd22",
     "unattributed": "#9e9e9e",
 }
 

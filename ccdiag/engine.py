@@ -472,7 +472,7 @@ def diagnose_pair(
     )
     hidden = _hidden_notes(claimed_by, given, parts, keep, total)
     warnings = list(pair.warnings)
-    slow = _slowdown_warning(ctx, keep, total)
+    slow = None if "host_slowdown" in mechs else _slowdown_warning(ctx, keep, total)
     if slow:
         warnings.append(slow)
     if not pair.step_times.significant:

@@ -23,6 +23,7 @@ MECHANISMS = (
     "uvm_migration",
     "sync_stall",
     "one_time_setup",
+    "host_slowdown",
 )
 """Mechanism ids. ``unattributed`` is the residual, reported separately."""
 

@@ -13,6 +13,7 @@ import inspect
 from ccdiag.rules._base import Rule
 from ccdiag.rules.blocked_non_blocking_copy import BlockedNonBlockingCopy
 from ccdiag.rules.encrypted_collective import EncryptedCollective
+from ccdiag.rules.host_code_slower import HostCodeSlower
 from ccdiag.rules.kernel_launch_toll import KernelLaunchToll
 from ccdiag.rules.one_time_setup import OneTimeSetup
 from ccdiag.rules.serialized_copies import SerializedCopies
@@ -29,6 +30,7 @@ REGISTRY: tuple[type[Rule], ...] = (
     EncryptedCollective,
     UvmMigration,
     OneTimeSetup,
+    HostCodeSlower,
 )
 
 

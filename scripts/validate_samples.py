@@ -386,6 +386,12 @@ def table(title: str, kind: str, items: list[Pair]) -> tuple[str, dict[str, int]
                 notes.append(f"mean of {p.truth['ranks_averaged']} ranks' truths")
             notes += [w.split(":")[0] for w in r.warnings if "slower" in w or "scale" in w]
             notes += [
+                f"host code {a.evidence['ratio']:.2f}x slower by the {a.evidence['basis']} "
+                "(HS01; not emulated: profiler or machine)"
+                for a in r.attribution
+                if a.mechanism == "host_slowdown" and a.ns_per_step > 0
+            ]
+            notes += [
                 f"`{m.group(1)}` paid but hidden: {m.group(3)} of its {m.group(2)}/step"
                 for n in r.notes
                 if (m := HIDDEN.match(n))
@@ -440,7 +446,9 @@ def render(emu: list[Pair], syn: list[Pair]) -> str:
             "Where it is large no partition can match every only-X impact, and `unattributed` "
             "cannot be judged against 10 %. *pair's delta* differs from the truth's where the "
             "shipped traces are not the runs the truth was measured on or where one side's host "
-            "code ran slower under the profiler (the Nsight pair). Per-rank pairs are judged "
+            "code ran slower under the profiler (the Nsight pair): that shows as `host_slowdown` "
+            "(HS01) in the *not injected* column, a real slowdown of the pair that the emulator "
+            "did not inject. Per-rank pairs are judged "
             "against the mean of the ranks' truths. *Shapley split*: where the two copy "
             "mechanisms interact measurably (residual above 10 % of the truth's delta and their "
             "joint cost measured well), each gets half its impact alone plus half of what it adds "

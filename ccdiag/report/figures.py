@@ -22,7 +22,10 @@ UNATTRIBUTED = "unattributed"
 COLORS = dict(
     zip(
         (*MECHANISMS, UNATTRIBUTED),
-        ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442", "#999999"),
+        (
+            "#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442",
+            "#000000", "#999999",
+        ),  # fmt: skip
         strict=True,
     )
 )

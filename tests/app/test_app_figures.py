@@ -206,6 +206,18 @@ def test_sync_and_setup_figures_on_the_real_h100_pair() -> None:
         _readable(fig)
 
 
+def test_host_code_ops_compare_the_control_ops_or_say_the_basis() -> None:
+    # the DDP pair has cpu_ops without CUDA calls (1.06x slower); the real H100 hotspot3D pair
+    # (nsys CSV) has none: its ratio comes from the gap fit, said instead of a chart
+    ddp = figures.host_code_ops(analysed("ddp_2gpu_bucket200").report)
+    assert len(ddp.data) == 2 and len(ddp.data[0].y) >= 3
+    assert "median duration per call" in ddp.layout.xaxis.title.text
+    _readable(ddp)
+    hot = figures.host_code_ops(analysed("ispass_hotspot3d_nor").report)
+    assert _is_not_measured(hot) and "slope of the host gaps" in _annotations(hot)
+    _readable(hot)
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 @pytest.mark.parametrize("name", ["decode_eager", "kv_offload", "decode_eager_host_only"])
 def test_every_mechanism_page_has_figures_or_says_not_measured(name: str, mechanism: str) -> None:

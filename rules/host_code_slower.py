@@ -1,0 +1,119 @@
+"""HS01 host-code-slower."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import polars as pl
+from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
+
+from ccdiag.schema import Kind
+from ccdiag.verdict import Recommendation
+
+#: Host categories whose time is the host's own code (not inside a CUDA call).
+HOST_CODE = ("gap_launch", "gap_other")
+
+
+class HostCodeSlower(Rule):
+    """Host code runs slower at equal work: the CPU side of the confidential VM, or not CC at all.
+
+    ## What it detects
+    The host thread's own code (outside CUDA calls) taking longer in the treatment at equal work:
+    the call-weighted median ratio of cpu_op kinds that make no CUDA call (``view``,
+    ``empty``, ...; at least 3 kinds with 10 calls each), or, without cpu_ops (Nsight, CSV),
+    the slope of the quantile fit of the host gaps before launches (a launch toll is the fit's
+    constant, slower host code its slope).
+
+    ## Why it costs time
+    A TDX / SEV-SNP guest pays on the CPU too: the first touch of each 4 KB private page is
+    expensive (accept and encrypt), VM exits cost more, memory is encrypted. It can also be no CC
+    at all: CPU frequency, contention, a profiler whose overhead differs between sessions. A trace
+    cannot tell these apart; the evidence and the fixes say what to check.
+
+    ## Evidence
+    The ratio above and the op kinds it came from. Claims ``(ratio − 1) ×`` the baseline's exposed
+    host-code time (``gap_launch``, ``gap_other``) per step, capped by those categories' growth
+    (shared pro rata with LA01's toll where both claim the gaps before launches).
+
+    ## Example
+    ``tests/rules/cases/host-code-slower.yaml`` ``fires_when_host_code_slows``: host gaps 1.5x
+    longer, no toll → 0.5 × the baseline's gaps claimed. Real: ISPASS'25 hotspot3D (H100 + TDX),
+    host code ~20 % slower in the TD.
+
+    ## Fix
+    - Under TDX / SEV-SNP: back hot buffers with transparent huge pages (THP cuts the per-page
+      accept operations 512x) and pre-fault them at start-up.
+    - Pin the CPU frequency governor and isolate the cores that drive the GPU; compare with the
+      same settings outside the CVM.
+    - Re-capture both runs with the same profiler settings and repeat them: per-session profiler
+      overhead can differ by 2x on the same work.
+
+    ## Limits
+    Cannot tell CPU-side CC cost from non-CC slowdown. Needs cpu_ops without CUDA calls, or at
+    least 100 launches per run for the gap fit; a gap slope above ``max_gap_slope`` is read as
+    waiting, not code. Host-only treatments (no GPU activity) are skipped.
+
+    ## Options
+    See below.
+
+    ## References
+    - cc-cost-model.md (TDX first touch of 4 KB pages, THP); ISPASS'25 artifact (hotspot3D).
+    """
+
+    code: ClassVar[str] = "HS01"
+    name: ClassVar[str] = "host-code-slower"
+    mechanism: ClassVar[str] = "host_slowdown"
+    requires: ClassVar[frozenset[Kind]] = frozenset()
+    requires_gpu: ClassVar[bool] = False
+
+    @dataclass(frozen=True)
+    class Options:
+        min_ratio: float = opt(1.05, "Smallest treatment/baseline ratio of host-code time.")
+        min_control_kinds: int = opt(3, "cpu_op kinds without CUDA calls the ratio needs.")
+        min_ns: int = opt(5000, "Smallest claim per step (ns) worth a finding.")
+        max_gap_slope: float = opt(3.0, "Largest gap slope read as slower code (beyond: waits).")
+
+    def evaluate(self, ctx: RuleContext) -> Outcome:
+        if ctx.op_mode or ctx.host_only:
+            return Outcome.skipped("host-only treatment: host gaps include waits it cannot see")
+        sd = ctx.slowdown
+        if sd["op_kinds"] >= self.options.min_control_kinds:
+            ratio, basis = float(sd["ratio"]), f"{sd['op_kinds']} cpu_op kinds without CUDA calls"
+        elif sd.get("gap_slope") and sd["gap_slope"] <= self.options.max_gap_slope:
+            ratio, basis = float(sd["gap_slope"]), "slope of the host gaps before launches"
+        elif sd.get("gap_slope"):
+            return Outcome.skipped(f"host gaps scale {sd['gap_slope']:.1f}x: waits, not code")
+        else:
+            return Outcome.skipped("no cpu_ops without CUDA calls and < 100 launches per run")
+        if ratio < self.options.min_ratio:
+            return Outcome.clean(f"host code {ratio:.2f}x ({basis})")
+        led = ctx.ledger
+        per = led.select(
+            "rank", "idx", *[(pl.col(f"b_{c}") * (ratio - 1.0)).alias(c) for c in HOST_CODE]
+        )
+        claim = float(sum(per[c].median() or 0 for c in HOST_CODE))
+        if claim < self.options.min_ns:
+            return Outcome.clean(f"host code {ratio:.2f}x, {claim / 1e3:.1f} us/step at most")
+        cl = pl.concat([claims(per, c, c) for c in HOST_CODE])
+        ev = {
+            "ratio": round(ratio, 3),
+            "basis": basis,
+            "ops": sd.get("ops", []),
+            "baseline_host_code_ns_per_step": {c: int(led[f"b_{c}"].median() or 0) for c in HOST_CODE},
+            "claimed_ns_per_step": int(claim),
+            "host_code_growth_ns_per_step": int(sum(led[f"d_{c}"].median() or 0 for c in HOST_CODE)),
+            "published": "TDX guests: first touch of each 4 KB page is expensive; THP cuts it 512x",
+        }  # fmt: skip
+        summary = f"host code outside CUDA calls {ratio:.2f}x slower ({basis})"
+        conf = "medium" if sd["op_kinds"] >= self.options.min_control_kinds else "low"
+        return self.fired(cl, summary, ev, conf, ratio=ratio)
+
+    def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
+        text = (
+            "Host code runs slower in the treatment: under TDX / SEV-SNP back hot buffers with "
+            "transparent huge pages and pre-fault them; pin the CPU governor; re-capture both runs "
+            "with the same profiler settings to rule out profiler overhead."
+        )
+        how = f"attributed time: the host code back at the baseline's speed ({f.facts['ratio']:.2f}x -> 1x)"
+        return [recommendation("host_side_tuning", ns, delta, text, how)]
