@@ -1156,19 +1156,27 @@ def host_slowdown(ev_b: pl.DataFrame, ev_t: pl.DataFrame) -> dict[str, Any]:
     and are no copy or sync op (view, empty, as_strided, ...), the call-weighted median over kinds
     with at least 10 calls in both runs. CC adds no cost to them; when they slow down, so does all
     host code (CPU frequency, contention, profiler or emulator side effects). 1.0 when unknown.
+    ``mean_ratio``: the ratio of their total time at the baseline's call counts (sees preemption).
     """
 
     def per(ev: pl.DataFrame) -> pl.DataFrame:
         ops = _pure_host_ops(ev)
-        return ops.group_by("name").agg(pl.len().alias("n"), pl.col("dur_ns").median().alias("m"))
+        return ops.group_by("name").agg(
+            pl.len().alias("n"),
+            pl.col("dur_ns").median().alias("m"),
+            pl.col("dur_ns").mean().alias("mean"),
+        )
 
     j = per(ev_b).join(per(ev_t), on="name", suffix="_t")
     j = j.filter((pl.col("n") >= 10) & (pl.col("n_t") >= 10) & (pl.col("m") > 0))
     if j.height == 0:
-        return {"ratio": 1.0, "op_kinds": 0, "ops": []}
+        return {"ratio": 1.0, "mean_ratio": 1.0, "op_kinds": 0, "ops": []}
     j = j.with_columns((pl.col("m_t") / pl.col("m")).alias("r"))
     w = j.sort("r").with_columns((pl.col("n").cum_sum() / pl.col("n").sum()).alias("c"))
     ratio = float(w.filter(pl.col("c") >= 0.5)["r"][0])
+    # the same ops' mean time, weighted by the baseline's calls: a neighbour that preempts the
+    # thread now and then leaves the medians alone but not the means
+    mean_ratio = num((j["mean_t"] * j["n"]).sum()) / max(num((j["mean"] * j["n"]).sum()), 1.0)
     ops = [
         {
             "op": r["name"],
@@ -1177,7 +1185,12 @@ def host_slowdown(ev_b: pl.DataFrame, ev_t: pl.DataFrame) -> dict[str, Any]:
         }
         for r in j.sort(["n", "name"], descending=[True, False]).head(5).iter_rows(named=True)
     ]
-    return {"ratio": round(ratio, 3), "op_kinds": j.height, "ops": ops}
+    return {
+        "ratio": round(ratio, 3),
+        "mean_ratio": round(mean_ratio, 3),
+        "op_kinds": j.height,
+        "ops": ops,
+    }
 
 
 def toll_fit(base: pl.Series, treat: pl.Series) -> dict[str, Any]:

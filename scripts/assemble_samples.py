@@ -35,6 +35,9 @@ DESCRIPTIONS = {
     "tp2_decode": "tensor-parallel decode over 2 GPUs (8 layers, d=4096, batch 16, 2 all-reduces "
     "per layer) in a CUDA graph",
     "tp1_decode": "the same decode on 1 GPU (no tensor parallelism)",
+    "decode_eager_cpu": "the eager decode with the B200 launch toll and a CPU-bound neighbour "
+    "process at nice 5 on the core of the main thread (`--mechanisms launch,cpu`): host code "
+    "slower for reasons outside the GPU path, with known truth for `host_slowdown` (HS01)",
 }
 
 
@@ -163,6 +166,14 @@ bimodal, as torch.profiler's is per session, so no clean truth can be measured u
 The shipped pair's treatment range landed in the slow mode (ccdiag warns: host gaps scale 1.70x
 beyond any fixed toll); a second capture whose two ranges both landed in the fast mode
 (4.40 → 5.60 ms) left 18 % unattributed instead of 60 %.
+
+`decode_eager_cpu` adds a CPU-bound neighbour process on the main thread's core (nice 5) to the
+B200 launch toll: host code outside the GPU path slows down, with known truth for
+`host_slowdown` (HS01). The neighbour costs through wake-up latency more than through a share of
+the CPU: alone it adds 7.96 ms/step (2.1x the step), and the two mechanisms are strongly
+sub-additive (both: +6.03 ms; the toll adds nothing once the neighbour runs). At nice 12 the
+same neighbour had no measurable effect (+0.06 ms, CI −0.81 … 0.97 ms) and HS01 stayed quiet
+while LA01 found the toll (1.33 ms vs 1.23 ms measured).
 
 `*_ctas2` runs cap the emulated NCCL group at 2 CTAs (0.15x all-reduce bandwidth, a
 software-crypto-like slowdown; `scripts/device/run_v2_ctas2.sh`); the others at 16 CTAs, the cap whose

@@ -214,7 +214,7 @@ def rows_emulated(p: Pair) -> list[Row]:
     got = {a.mechanism: a.ns_per_step for a in p.report.attribution}
     inj = p.truth.get("injected_ns_per_step", {})
     td, res = truth_facts(p)
-    sh = shapley_copies(p) if td and res is not None and abs(res) > 0.10 * abs(td) else None
+    sh = shapley_pair(p) if td and res is not None and abs(res) > 0.10 * abs(td) else None
     return [
         Row(
             p.name,
@@ -264,15 +264,16 @@ def truth_facts(p: Pair) -> tuple[float | None, float | None]:
     return d["value"], d["value"] - total
 
 
-def shapley_copies(p: Pair) -> dict[str, float] | None:
-    """Shapley split of the two copy mechanisms' joint cost, from the only-X phases: v(both) is
-    the truth's delta minus the other mechanisms' impacts (assumed additive), each mechanism gets
-    half its impact alone plus half of what it adds to the other's. None where v(both) is not
-    measured well enough."""
+def shapley_pair(p: Pair) -> dict[str, float] | None:
+    """Shapley split of two interacting mechanisms' joint cost, from the only-X phases: the two
+    copy mechanisms, or the only two mechanisms of a sample. v(both) is the truth's delta minus
+    the other mechanisms' impacts (assumed additive); each mechanism gets half its impact alone
+    plus half of what it adds to the other's. None where v(both) is not measured well enough."""
     imp = {m: v["value"] for m, v in p.truth["impact_ns_per_step"].items()}
-    pair = ("serialized_copies", "blocked_non_blocking")
+    copies = ("serialized_copies", "blocked_non_blocking")
+    pair = copies if all(m in imp for m in copies) else tuple(imp) if len(imp) == 2 else None
     d = p.truth.get("delta_ns_per_step")
-    if not isinstance(d, dict) or not all(m in imp for m in pair):
+    if not isinstance(d, dict) or pair is None:
         return None
     both = d["value"] - sum(v for m, v in imp.items() if m not in pair)
     # only where the joint cost is measured well: its uncertainty (the delta's and the other
@@ -302,7 +303,7 @@ def notes(items: list[Pair]) -> list[str]:
                 f"no measurable impact (CI includes 0): {', '.join(f'`{m}`' for m in flat)}"
             )
         if any(r.shapley is not None for r in rows):
-            bits.append("copy mechanisms judged against their Shapley split (interaction halved)")
+            bits.append("interacting mechanisms judged against their Shapley split")
         if bits:
             out.append(f"- `{p.name}`: " + "; ".join(bits) + ".")
     return out
@@ -389,7 +390,9 @@ def table(title: str, kind: str, items: list[Pair]) -> tuple[str, dict[str, int]
                 f"host code {a.evidence['ratio']:.2f}x slower by the {a.evidence['basis']} "
                 "(HS01; not emulated: profiler or machine)"
                 for a in r.attribution
-                if a.mechanism == "host_slowdown" and a.ns_per_step > 0
+                if a.mechanism == "host_slowdown"
+                and a.ns_per_step > 0
+                and "host_slowdown" not in p.truth["impact_ns_per_step"]
             ]
             notes += [
                 f"`{m.group(1)}` paid but hidden: {m.group(3)} of its {m.group(2)}/step"
@@ -414,7 +417,7 @@ def render(emu: list[Pair], syn: list[Pair]) -> str:
         head = f"{s['within']} of {s['n']} injected mechanisms within ±15 % of the truth"
         if ci and s["shapley"]:
             head += (
-                f" (the {s['shapley']} interacting copy mechanisms judged against their Shapley "
+                f" (the {s['shapley']} interacting mechanisms judged against their Shapley "
                 f"split; against only-X impacts alone: {s['within_x']} of {s['n']})"
             )
         if ci:
@@ -449,8 +452,8 @@ def render(emu: list[Pair], syn: list[Pair]) -> str:
             "code ran slower under the profiler (the Nsight pair): that shows as `host_slowdown` "
             "(HS01) in the *not injected* column, a real slowdown of the pair that the emulator "
             "did not inject. Per-rank pairs are judged "
-            "against the mean of the ranks' truths. *Shapley split*: where the two copy "
-            "mechanisms interact measurably (residual above 10 % of the truth's delta and their "
+            "against the mean of the ranks' truths. *Shapley split*: where two mechanisms (the two copy "
+            "mechanisms, or a sample's only two) interact measurably (residual above 10 % of the truth's delta and their "
             "joint cost measured well), each gets half its impact alone plus half of what it adds "
             "to the other, the only truth a partition can match; *error* and *±15 %* of those rows "
             "are judged against it (ccdiag splits the same interaction the same way: padding "

@@ -177,3 +177,18 @@ def test_a_cost_hidden_behind_slower_collectives_is_said_not_dropped() -> None:
     # a host-bound pair where the toll lengthens the step gets no such note
     eager = api.diagnose(*_pair("decode_eager"))
     assert not [n for n in eager.notes if "did not lengthen the step" in n]
+
+
+def test_a_cpu_neighbour_is_host_slowdown_not_launch_toll() -> None:
+    """decode_eager_cpu (real H200): the B200 launch toll plus a CPU-bound neighbour on the main
+    thread's core. Measured alone the neighbour adds 7.96 ms/step and the toll 1.84 ms, together
+    6.03 ms (the README's table judges the split); here: HS01 finds the slower host code from the
+    control ops' mean time and leads, and nothing is left unexplained."""
+    r = api.diagnose(*_pair("decode_eager_cpu"))
+    att = {a.mechanism: a for a in r.attribution}
+    host = att["host_slowdown"]
+    assert r.attribution[0].mechanism == "host_slowdown" and host.confidence == "medium"
+    assert host.evidence["ratio"] > 1.5 and "cpu_op kinds" in host.evidence["basis"]
+    assert abs(r.unattributed_share) < 0.05
+    truth = json.loads((SAMPLES / "decode_eager_cpu" / "ground_truth.json").read_text())
+    assert truth["cpu_neighbour"]["nice"] == 5 and "host_slowdown" in truth["mechanisms"]

@@ -17,7 +17,10 @@ step times. ``ground_truth.json`` records, per mechanism id:
   ccdiag's attribution is judged against (injected time the GPU hides has no impact).
 
 Mechanism names: launch -> launch_toll, copy_pad -> serialized_copies, copy_sync ->
-blocked_non_blocking, collective -> encrypted_collectives ("copy" = copy_pad + copy_sync).
+blocked_non_blocking, collective -> encrypted_collectives ("copy" = copy_pad + copy_sync),
+cpu -> host_slowdown: a CPU-bound neighbour process on the core that runs the workload's main
+thread (nice ``$CCDIAG_EMU_CPU_NICE``, default 5: the main thread keeps ~3/4 of the core), a
+stand-in for host code running slower in the confidential VM — not a calibrated TDX model.
 """
 
 from __future__ import annotations
@@ -38,7 +41,51 @@ MECH_IDS = {
     "copy_pad": "serialized_copies",
     "copy_sync": "blocked_non_blocking",
     "collective": "encrypted_collectives",
+    "cpu": "host_slowdown",
 }
+#: Mechanisms the driver injects itself, not the LD_PRELOAD shim.
+NOT_SHIM = ("collective", "cpu")
+
+
+class CpuNeighbour:
+    """A busy-looping process pinned to the main thread's core, paused unless ``on``."""
+
+    def __init__(self) -> None:
+        import signal
+        import subprocess
+
+        self._signal = signal
+        self.core = max(os.sched_getaffinity(0))
+        self.nice = int(os.environ.get("CCDIAG_EMU_CPU_NICE", "5"))
+        os.sched_setaffinity(0, {self.core})  # the main thread (and threads started later)
+        code = f"import os\nos.sched_setaffinity(0, {{{self.core}}})\nos.nice({self.nice})\nwhile True: pass"
+        self.proc = subprocess.Popen([sys.executable, "-c", code])
+        self.proc.send_signal(signal.SIGSTOP)
+        self.running = False
+        import atexit
+
+        atexit.register(self.close)
+
+    def set(self, on: bool) -> None:
+        if on != self.running:
+            self.proc.send_signal(self._signal.SIGCONT if on else self._signal.SIGSTOP)
+            self.running = on
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+_NEIGHBOUR: CpuNeighbour | None = None
+
+
+def set_driver_mechanisms(wl: Any, mechs: list[str]) -> None:
+    """The non-shim mechanisms of a phase: throttled collectives, the CPU neighbour."""
+    if hasattr(wl, "collective_on"):
+        wl.collective_on = "collective" in mechs
+    if _NEIGHBOUR is not None:
+        _NEIGHBOUR.set("cpu" in mechs)
 
 
 def expand(mechanisms: list[str]) -> list[str]:
@@ -48,7 +95,7 @@ def expand(mechanisms: list[str]) -> list[str]:
         for part in ["copy_pad", "copy_sync"] if m == "copy" else [m]:
             if part not in MECH_IDS:
                 raise SystemExit(
-                    f"unknown mechanism {part!r}; choose from launch, copy, collective"
+                    f"unknown mechanism {part!r}; choose from launch, copy, collective, cpu"
                 )
             if part not in out:
                 out.append(part)
@@ -129,9 +176,8 @@ def run_phase(
 
     from ccdiag.profiling import Capture
 
-    ctl.set_mechanisms([m for m in mechs if m != "collective"])
-    if hasattr(wl, "collective_on"):
-        wl.collective_on = "collective" in mechs
+    ctl.set_mechanisms([m for m in mechs if m not in NOT_SHIM])
+    set_driver_mechanisms(wl, mechs)
     if world > 1:
         torch.distributed.barrier()
     if args.backend == "none":  # timing only, no profiler at all
@@ -216,9 +262,8 @@ def run_session(
             k = i - args.warmup
             name, mechs = blocks[k // args.block_steps] if k >= 0 else ("warmup", [])
             if k < 0 or k % args.block_steps == 0:
-                ctl.set_mechanisms([m for m in mechs if m != "collective"])
-                if hasattr(wl, "collective_on"):
-                    wl.collective_on = "collective" in mechs
+                ctl.set_mechanisms([m for m in mechs if m not in NOT_SHIM])
+                set_driver_mechanisms(wl, mechs)
                 if world > 1:
                     torch.distributed.barrier()
             t0 = time.perf_counter_ns()
@@ -248,7 +293,7 @@ def run_session(
             label=name,
             profiled_steps=len(step_of[name]),
             trace=f"{name}{suffix}.json.gz",
-            emulated_shim_mechanisms=[x for x in dict(phases)[name] if x != "collective"],
+            emulated_shim_mechanisms=[x for x in dict(phases)[name] if x not in NOT_SHIM],
             session="one profiler session, steps of every phase interleaved in blocks",
         )
         (out / f"{name}{suffix}.meta.json").write_text(json.dumps(m, indent=2) + "\n")
@@ -339,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         for k, v in kw.items()
     }
+    global _NEIGHBOUR
+    if "cpu" in mechs:  # pin before the workload starts its threads; every phase runs pinned
+        _NEIGHBOUR = CpuNeighbour()
     wl = workloads.WORKLOADS[args.workload](**kw)
     wl.setup()
     out = Path(args.out)
@@ -439,9 +487,14 @@ def write_truth(
             if f"only_{m}" in times or len(mechs) == 1
         },
         "injected_ns_per_step": {
-            MECH_IDS[m]: injected(treat_counters, m) for m in mechs if m != "collective"
+            MECH_IDS[m]: injected(treat_counters, m) for m in mechs if m not in NOT_SHIM
         },
         "shim_calls": calls,
+        **(
+            {"cpu_neighbour": {"core": _NEIGHBOUR.core, "nice": _NEIGHBOUR.nice}}
+            if _NEIGHBOUR is not None
+            else {}
+        ),
     }
     suffix = f".rank{rank}" if world > 1 else ""
     out.mkdir(parents=True, exist_ok=True)

@@ -38,9 +38,9 @@ PAIRS: dict[str, tuple[Path, Path]] = {
     "ddp_2gpu_ctas2": (SAMPLES / "ddp_2gpu_ctas2/baseline", SAMPLES / "ddp_2gpu_ctas2/treatment"),
     "ispass_3dconv_uvm": (ISPASS / "3DCONV-nor-uvm", ISPASS / "3DCONV-cc-uvm"),
     "ispass_hotspot3d_nor": (ISPASS / "hotspot3D-nor-nor", ISPASS / "hotspot3D-cc-nor"),
-    "ddp_2gpu_bucket200": (
-        SAMPLES / "ddp_2gpu_bucket200/baseline",
-        SAMPLES / "ddp_2gpu_bucket200/treatment",
+    "decode_eager_cpu": (
+        SAMPLES / "decode_eager_cpu/baseline.json.gz",
+        SAMPLES / "decode_eager_cpu/treatment.json.gz",
     ),
     "decode_eager_host_only": (
         SAMPLES / "decode_eager/baseline.json.gz",

@@ -132,3 +132,38 @@ def test_shipped_nsys_sample_is_scrubbed(name: str) -> None:
     raw = (SAMPLES / "decode_eager_nsys" / name).read_bytes()
     for needle in (b"/work/", b"/root", b"/tmp/", b"PYTHONPATH=/", b"CONTAINER_NAME=d"):
         assert needle not in raw
+
+
+def test_the_cpu_neighbour_runs_only_while_on() -> None:
+    """The ``cpu`` mechanism of the pair driver: a busy process on the main thread's core,
+    stopped between phases. Run in a child process (it pins the calling thread)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from ccdiag.emulate.pairs import MECH_IDS
+    from ccdiag.verdict import MECHANISMS
+
+    assert expand(["launch", "cpu"]) == ["launch", "cpu"] and MECH_IDS["cpu"] in MECHANISMS
+    code = textwrap.dedent(
+        """
+        import os, time
+        from ccdiag.emulate.pairs import CpuNeighbour
+
+        def cpu(pid):  # utime + stime of the neighbour, in clock ticks
+            f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            return int(f[11]) + int(f[12])
+
+        n = CpuNeighbour()
+        assert os.sched_getaffinity(0) == {n.core}
+        a = cpu(n.proc.pid); time.sleep(0.3); b = cpu(n.proc.pid)
+        n.set(True); time.sleep(0.3); c = cpu(n.proc.pid)
+        n.set(False); time.sleep(0.1); d = cpu(n.proc.pid); time.sleep(0.3); e = cpu(n.proc.pid)
+        n.close()
+        print(b - a, c - b, e - d)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    paused, running, paused_again = (int(x) for x in out.stdout.split())
+    assert paused == 0 and paused_again == 0 and running >= 10  # ticks of 10 ms
