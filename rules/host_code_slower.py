@@ -56,7 +56,8 @@ class HostCodeSlower(Rule):
     ## Limits
     Cannot tell CPU-side CC cost from non-CC slowdown. Needs cpu_ops without CUDA calls, or at
     least 100 launches per run for the gap fit; a gap slope above ``max_gap_slope`` is read as
-    waiting, not code. Host-only treatments (no GPU activity) are skipped.
+    waiting, not code. Host-only treatments (no GPU activity) are skipped: their host gaps hold
+    waits the trace cannot show.
 
     ## Options
     See below.
@@ -69,7 +70,6 @@ class HostCodeSlower(Rule):
     name: ClassVar[str] = "host-code-slower"
     mechanism: ClassVar[str] = "host_slowdown"
     requires: ClassVar[frozenset[Kind]] = frozenset()
-    requires_gpu: ClassVar[bool] = False
 
     @dataclass(frozen=True)
     class Options:
@@ -79,8 +79,6 @@ class HostCodeSlower(Rule):
         max_gap_slope: float = opt(3.0, "Largest gap slope read as slower code (beyond: waits).")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.op_mode or ctx.host_only:
-            return Outcome.skipped("host-only treatment: host gaps include waits it cannot see")
         sd = ctx.slowdown
         if sd["op_kinds"] >= self.options.min_control_kinds:
             ratio = float(sd.get("mean_ratio", sd["ratio"]))
