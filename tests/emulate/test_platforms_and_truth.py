@@ -157,7 +157,7 @@ def test_the_cpu_neighbour_runs_only_while_on() -> None:
         n = CpuNeighbour()
         assert os.sched_getaffinity(0) == {n.core}
         a = cpu(n.proc.pid); time.sleep(0.3); b = cpu(n.proc.pid)
-        n.set(True); time.sleep(0.3); c = cpu(n.proc.pid)
+        n.set(True); time.sleep(0.6); c = cpu(n.proc.pid)
         n.set(False); time.sleep(0.1); d = cpu(n.proc.pid); time.sleep(0.3); e = cpu(n.proc.pid)
         n.close()
         print(b - a, c - b, e - d)
@@ -166,4 +166,5 @@ def test_the_cpu_neighbour_runs_only_while_on() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     paused, running, paused_again = (int(x) for x in out.stdout.split())
-    assert paused == 0 and paused_again == 0 and running >= 10  # ticks of 10 ms
+    # ticks of 10 ms; while on it gets a share of its core even on a busy CI machine
+    assert paused == 0 and paused_again == 0 and running >= 5
