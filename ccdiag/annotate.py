@@ -47,6 +47,7 @@ from ccdiag.errors import InputError
 from ccdiag.pairing import Pair
 from ccdiag.progress import Progress
 from ccdiag.report.canonical import canonical
+from ccdiag.schema import KINETO_CATEGORY
 from ccdiag.verdict import Report
 
 CATEGORY = "ccdiag"
@@ -286,25 +287,10 @@ def splice_kineto(src: Path, sink: IO[bytes], added: Iterable[Mapping[str, Any]]
             sink.write(block)
 
 
-_CATS = {
-    "cpu_op": "cpu_op",
-    "python": "python_function",
-    "runtime": "cuda_runtime",
-    "driver": "cuda_driver",
-    "kernel": "kernel",
-    "collective": "kernel",
-    "memcpy": "gpu_memcpy",
-    "memset": "gpu_memset",
-    "sync": "cuda_sync",
-    "overhead": "overhead",
-    "uvm_fault": "uvm_fault",
-}
-
-
 def _event_of(r: Mapping[str, Any]) -> dict[str, Any]:
     """One event row as a Kineto-style complete event (readable by ccdiag's Kineto reader)."""
     kind, gpu = r["kind"], r["device"] is not None
-    cat = ("gpu_user_annotation" if gpu else "user_annotation") if kind == "annotation" else _CATS[kind]  # fmt: skip
+    cat = "gpu_user_annotation" if kind == "annotation" and gpu else KINETO_CATEGORY[kind]
     name = r["name"]
     if kind == "memcpy" and r["copy_kind"]:
         name = f"Memcpy {r['copy_kind']} ({(r['src_mem'] or 'unknown').title()} -> {(r['dst_mem'] or 'unknown').title()})"  # fmt: skip

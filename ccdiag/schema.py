@@ -58,6 +58,24 @@ class Kind(str, enum.Enum):
     OVERHEAD = "overhead"
 
 
+#: The Kineto category each event kind is written under (a CPU-side annotation; GPU-side ones
+#: are ``gpu_user_annotation``): what ``parsers/kineto.py`` reads back as that kind.
+KINETO_CATEGORY: dict[str, str] = {
+    "cpu_op": "cpu_op",
+    "annotation": "user_annotation",
+    "python": "python_function",
+    "runtime": "cuda_runtime",
+    "driver": "cuda_driver",
+    "kernel": "kernel",
+    "collective": "kernel",
+    "memcpy": "gpu_memcpy",
+    "memset": "gpu_memset",
+    "sync": "cuda_sync",
+    "overhead": "overhead",
+    "uvm_fault": "uvm_fault",
+}
+
+
 class CopyKind(str, enum.Enum):
     """Direction of a copy, decided from memory kinds."""
 

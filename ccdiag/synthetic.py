@@ -23,18 +23,10 @@ import numpy as np
 import polars as pl
 
 from ccdiag.replay import Injection, synthesize
-from ccdiag.schema import Trace
+from ccdiag.schema import KINETO_CATEGORY, Trace
 
-_CAT = {
-    "cpu_op": "cpu_op",
-    "annotation": "user_annotation",
-    "runtime": "cuda_runtime",
-    "driver": "cuda_driver",
-    "kernel": "kernel",
-    "collective": "kernel",
-    "memcpy": "gpu_memcpy",
-    "memset": "gpu_memset",
-}
+#: The kinds written (what the replay produces), under ``schema.KINETO_CATEGORY``.
+_WRITTEN = ("cpu_op", "annotation", "runtime", "driver", "kernel", "collective", "memcpy", "memset")
 _MEM = {"pageable": "Pageable", "pinned": "Pinned", "device": "Device", "managed": "Managed"}
 #: Injection fields that switch each mechanism off (for the ablation ground truth).
 OFF: dict[str, dict[str, Any]] = {
@@ -53,7 +45,7 @@ def _copy_name(r: dict[str, Any]) -> str:
 
 def write_kineto(trace: Trace, path: str | Path) -> Path:
     """Write the trace's events as Kineto JSON (what ``parsers/kineto.py`` reads back)."""
-    ev = trace.events.filter(pl.col("kind").cast(pl.String).is_in(list(_CAT)))
+    ev = trace.events.filter(pl.col("kind").cast(pl.String).is_in(list(_WRITTEN)))
     ev = ev.with_columns(
         pl.col(c).cast(pl.String) for c in ("kind", "copy_kind", "src_mem", "dst_mem")
     )
@@ -72,7 +64,11 @@ def write_kineto(trace: Trace, path: str | Path) -> Path:
         if r["bytes"] is not None:
             args["bytes"] = r["bytes"]
         name = _copy_name(r) if r["kind"] == "memcpy" else r["name"]
-        cat = "gpu_user_annotation" if r["kind"] == "annotation" and gpu else _CAT[r["kind"]]
+        cat = (
+            "gpu_user_annotation"
+            if r["kind"] == "annotation" and gpu
+            else KINETO_CATEGORY[r["kind"]]
+        )
         out.append(
             {
                 "ph": "X",

@@ -25,22 +25,7 @@ MIME = {"json": "application/json", "md": "text/markdown", "html": "text/html"}
 TRACE_MAX_BYTES = 100_000_000
 
 
-def renderer_available() -> bool:
-    """Whether this ccdiag has the Markdown/HTML report renderers (``api.render_report``)."""
-    return callable(getattr(api, "render_report", None))
-
-
 def layout(**_: Any) -> html.Div:
-    rich = renderer_available()
-    note = (
-        None
-        if rich
-        else html.P(
-            "Markdown and HTML reports need ccdiag's report renderers (api.render_report), "
-            "which this version does not have yet; JSON is available.",
-            className="muted",
-        )
-    )
     return html.Div(
         [
             html.H2("Export the report"),
@@ -48,12 +33,8 @@ def layout(**_: Any) -> html.Div:
             html.Div(
                 [
                     html.Button("Download JSON", id=ids.EXPORT_JSON, className="button"),
-                    html.Button(
-                        "Download Markdown", id=ids.EXPORT_MD, className="button", disabled=not rich
-                    ),
-                    html.Button(
-                        "Download HTML", id=ids.EXPORT_HTML, className="button", disabled=not rich
-                    ),
+                    html.Button("Download Markdown", id=ids.EXPORT_MD, className="button"),
+                    html.Button("Download HTML", id=ids.EXPORT_HTML, className="button"),
                     html.Button(
                         "Download annotated trace", id=ids.EXPORT_TRACE, className="button"
                     ),
@@ -66,7 +47,6 @@ def layout(**_: Any) -> html.Div:
                 "Perfetto UI or chrome://tracing.",
                 className="muted",
             ),
-            note,
             html.Div(id=ids.EXPORT_MSG, className="muted"),
             dcc.Download(id=ids.EXPORT_DOWNLOAD),
         ]
@@ -75,14 +55,7 @@ def layout(**_: Any) -> html.Div:
 
 def render(report: Any, fmt: str) -> str:
     """The report in one format, through ccdiag's api."""
-    if fmt == "json":
-        render_report = getattr(api, "render_report", None)
-        return (
-            render_report(report, "json")
-            if callable(render_report)
-            else report.model_dump_json(indent=2)
-        )
-    return api.render_report(report, fmt)  # type: ignore[attr-defined]
+    return api.render_report(report, fmt)
 
 
 def filename(label: str, fmt: str) -> str:
@@ -116,8 +89,6 @@ def register(app: Dash, analyses: Analyses) -> None:
         fmt = FORMATS.get(str(ctx.triggered_id))
         if e is None or fmt is None:
             return no_update, "No analysis loaded yet."
-        if fmt != "json" and not renderer_available():
-            return no_update, "This ccdiag has no Markdown/HTML renderer yet."
         text = render(e.report, fmt)
         name = filename(e.label, fmt)
         return dcc.send_string(text, name, type=MIME[fmt]), f"downloaded {name}"
