@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _readme import with_section
+
 from ccdiag import api
 from ccdiag import collectives as cc
 from ccdiag.verdict import Report
@@ -407,12 +409,7 @@ def readme_section(rows: list[dict[str, Any]], tp: dict[str, Any]) -> str:
 def write_readme(section: str, check: bool) -> bool:
     readme = ROOT / "README.md"
     text = readme.read_text()
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text:
-        new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        anchor = "<!-- attribution-accuracy:end -->"
-        new = text.replace(anchor, anchor + "\n\n" + block, 1) if anchor in text else text
+    new = with_section(text, BEGIN, END, section, after="<!-- attribution-accuracy:end -->")
     if new == text:
         return False
     if not check:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _readme import with_section
 
 from ccdiag import api
 from ccdiag.replay import Injection, replay
@@ -473,13 +474,7 @@ def render(emu: list[Pair], syn: list[Pair]) -> str:
 
 def write_readme(section: str) -> None:
     readme = ROOT / "README.md"
-    text = readme.read_text()
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    readme.write_text(text)
+    readme.write_text(with_section(readme.read_text(), BEGIN, END, section))
 
 
 def main() -> int:
