@@ -47,9 +47,7 @@ EXPORT_MSG = "export-message"
 
 # --- traces (choose a pair)
 SAMPLE_PICK = "sample-pick"
-SAMPLE_OPEN = "sample-open"
 DIR_PICK = "dir-pick"
-DIR_OPEN = "dir-open"
 DIR_BLOCK = "dir-block"
 UPLOAD_BASELINE = "upload-baseline"
 UPLOAD_TREATMENT = "upload-treatment"

@@ -45,12 +45,6 @@ class CostFit:
     gbps: float | None
     points: list[dict[str, Any]] = field(default_factory=list)  # bytes, n, time_ns per size
 
-    def time_ns(self, nbytes: float) -> float | None:
-        """Modelled time of one collective of ``nbytes``; None when the fit is not determined."""
-        if self.fixed_ns is None or not self.gbps:
-            return None
-        return self.fixed_ns + nbytes / self.gbps
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "fixed_ns": None if self.fixed_ns is None else int(self.fixed_ns),
