@@ -91,12 +91,17 @@ def _file_digest(p: Path, memo: dict[tuple[str, int, int], str]) -> str:
     return memo[k]
 
 
+def trace_files(p: Path) -> list[Path]:
+    """The files of a trace path: the file itself, or a folder's files (per-rank sets), sorted."""
+    return [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file())
+
+
 def path_digest(p: Path, memo: dict[tuple[str, int, int], str]) -> str:
     """Content hash of a file, or of a folder's files and their names."""
     if p.is_file():
         return _file_digest(p, memo)[:32]
     h = hashlib.sha256()
-    for f in sorted(x for x in p.rglob("*") if x.is_file()):
+    for f in trace_files(p):
         h.update(f.relative_to(p).as_posix().encode())
         h.update(bytes.fromhex(_file_digest(f, memo)))
     return h.hexdigest()[:32]
@@ -254,11 +259,7 @@ class Analyses:
         e = self.entry(key)
         if e is None:
             raise InputError(None, "this analysis is no longer loaded; choose the pair again")
-        size = sum(
-            f.stat().st_size
-            for f in ([e.source.treatment] if e.source.treatment.is_file() else e.source.treatment.rglob("*"))
-            if f.is_file()
-        )  # fmt: skip
+        size = sum(f.stat().st_size for f in trace_files(e.source.treatment))
         if size > max_bytes:
             raise InputError(None, f"the treatment is {size / 1e6:.0f} MB: annotate it with `ccdiag annotate` instead")  # fmt: skip
         out = folder / f"annotated-{key[:16]}.json.gz"
