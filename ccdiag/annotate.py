@@ -340,7 +340,7 @@ def annotate_pair(
     from ccdiag.timeline import mechanism_intervals
 
     fired = {a.mechanism for a in report.attribution if a.ns_per_step > 0}
-    where, left = mechanism_intervals(RuleContext(pair), fired)
+    where, left = mechanism_intervals(RuleContext.of(pair), fired)
     added = annotation_events(report, step_windows(pair), where, left)
     counts: dict[str, int] = {}
     for e in added:

@@ -411,7 +411,7 @@ def diagnose_pair(
     """
     from ccdiag import __version__
 
-    ctx = RuleContext(pair)
+    ctx = RuleContext.of(pair)
     opts = rule_options or {}
     instances = [r(**opts.get(r.code, {})) for r in (rules or REGISTRY)]
     outcomes: list[tuple[Rule, Outcome]] = [(r, r.run(ctx)) for r in instances]

@@ -24,6 +24,7 @@ Rules, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -76,6 +77,9 @@ class Pair:
     dropped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Frames derived from the pair, built once and shared by whoever needs them (the rules'
+    #: ``RuleContext``: the engine, the evidence series, the timeline, annotate).
+    derived: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
 def _has_gpu(t: Trace) -> bool:

@@ -159,7 +159,7 @@ def evidence_series(pair: Pair, *, max_points: int = 1500) -> dict[str, Any]:
         ``async_copies`` (host_ns, transfer_ns, bytes), ``collectives`` (bytes, dur_ns, name)
         and ``uvm`` (bytes, dur_ns); times in ns.
     """
-    ctx = RuleContext(pair)
+    ctx = RuleContext.of(pair)
     sides = {s: _side(pair, ctx, s, max_points) for s in SIDES}
     out: dict[str, Any] = {"steps": pair.aligned.height, "max_points": max_points}
     for key in sides["baseline"]:

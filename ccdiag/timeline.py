@@ -150,7 +150,7 @@ def step_timeline(
     if rank not in ranks or not 0 <= step_index < rows.height:
         raise InputError("timeline", f"no aligned step {step_index} on rank {rank}")
     row = rows.row(step_index, named=True)
-    ctx = RuleContext(pair)
+    ctx = RuleContext.of(pair)
     out: dict[str, Any] = {
         "rank": int(rank),
         "index": int(step_index),

@@ -119,7 +119,18 @@ def no_claims() -> pl.DataFrame:
 
 
 class RuleContext:
-    """The pair plus derived frames, computed lazily and shared by all rules."""
+    """The pair plus derived frames, computed lazily and shared by all rules.
+
+    Use :meth:`of` to get the pair's one context: every frame is then computed once per pair,
+    whoever asks (the engine, the evidence series, the timeline, annotate)."""
+
+    @classmethod
+    def of(cls, pair: Pair) -> RuleContext:
+        """The pair's context, built on first use and kept with the pair."""
+        ctx = pair.derived.get("rule_context")
+        if ctx is None:
+            ctx = pair.derived["rule_context"] = cls(pair)
+        return ctx  # type: ignore[no-any-return]
 
     def __init__(self, pair: Pair) -> None:
         self.pair = pair
