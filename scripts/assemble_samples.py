@@ -176,7 +176,7 @@ same neighbour had no measurable effect (+0.06 ms, CI −0.81 … 0.97 ms) and H
 while LA01 found the toll (1.33 ms vs 1.23 ms measured).
 
 `*_ctas2` runs cap the emulated NCCL group at 2 CTAs (0.15x all-reduce bandwidth, a
-software-crypto-like slowdown; `scripts/device/run_v2_ctas2.sh`); the others at 16 CTAs, the cap whose
+software-crypto-like slowdown; `CCDIAG_EMU_MAX_CTAS=2 SKIP_TP=1 scripts/device/run_v2_multi.sh`); the others at 16 CTAs, the cap whose
 bandwidth ratio (0.87x) came closest to the B200's published 156/185 GB/s in
 [`collective_calibration.txt`](collective_calibration.txt).
 
@@ -211,7 +211,7 @@ On a machine with 1–2 NVIDIA GPUs, PyTorch and a C compiler (see `scripts/devi
     bash scripts/device/run_v2.sh                # all pairs, one profiler session each
     bash scripts/device/run_single_gpu.sh        # + timing runs without a profiler, the nsys pair
     bash scripts/device/run_multi_gpu.sh         # + NCCL calibration
-    bash scripts/device/run_v2_ctas2.sh          # the *_ctas2 pairs (2-CTA NCCL cap)
+    CCDIAG_EMU_MAX_CTAS=2 SKIP_TP=1 bash scripts/device/run_v2_multi.sh   # the *_ctas2 pairs
     python scripts/assemble_samples.py --single ... --timing ... --nsys ... --multi ... --out sample_traces
 """
 
