@@ -443,7 +443,11 @@ class HFGenerate:
 
 
 class _RandomImages(torch.utils.data.Dataset):
-    """Random images and labels (a stand-in for a decoded image folder; no download)."""
+    """Random uint8 images and labels (a stand-in for a decoded image folder; no download).
+
+    uint8 as a decoder hands them over (``PILToTensor``); the loop converts and normalizes them
+    on the GPU, as fast input pipelines do.
+    """
 
     def __init__(self, n: int, size: int, classes: int) -> None:
         self.n, self.size, self.classes = n, size, classes
@@ -453,7 +457,8 @@ class _RandomImages(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         g = torch.Generator().manual_seed(i)
-        return torch.rand(3, self.size, self.size, generator=g), i % self.classes
+        img = torch.randint(0, 256, (3, self.size, self.size), generator=g, dtype=torch.uint8)
+        return img, i % self.classes
 
 
 class _RandomTokens(torch.utils.data.Dataset):
@@ -503,9 +508,9 @@ class TVTrain(_LoaderLoop):
     def __init__(
         self,
         model: str = "resnet18",
-        batch: int = 64,
-        size: int = 96,
-        workers: int = 4,
+        batch: int = 256,
+        size: int = 160,
+        workers: int = 6,
         classes: int = 100,
         **_: Any,
     ) -> None:
@@ -540,6 +545,7 @@ class TVTrain(_LoaderLoop):
         x, y = self._next()
         x = x.to(dev, non_blocking=True)
         y = y.to(dev, non_blocking=True)
+        x = (x.float() / 255.0 - 0.45) / 0.225
         loss = self.loss(self.model(x), y)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
