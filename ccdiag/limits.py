@@ -59,6 +59,8 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_LINE_BYTES = 1 << 20
 #: Fewest bytes of text per event, on average, that a trace may have (checked from 50,000 on).
 MIN_EVENT_BYTES = 16
+#: Fewest bytes per row, on average, that a CSV report may have (checked from 50,000 rows on).
+MIN_ROW_BYTES = 24
 #: Events decoded at once (a chunk of the array holds at most about this many).
 MAX_EVENTS_PER_CHUNK = 100_000
 
@@ -233,3 +235,18 @@ def open_regular(path: Path, what: str = "a trace file"):  # type: ignore[no-unt
     except BaseException:
         os.close(fd)
         raise
+
+
+# -- the memory bound -------------------------------------------------------------------------
+#: Interpreter, libraries and a few chunks in flight.
+MEMORY_BASE = int(0.35 * (1 << 30))
+#: Peak bytes per byte of uncompressed input, for the densest input that is read.
+MEMORY_FACTOR = 6.0
+
+
+def memory_bound(uncompressed: int) -> int:
+    """The most resident memory one ``ccdiag summary`` of an input of ``uncompressed`` bytes
+    of text may take: ``MEMORY_BASE + MEMORY_FACTOR x uncompressed`` (docs/limits.md; for
+    ``analyze``, ``uncompressed`` is the two inputs together). For gzip, ``uncompressed`` is at
+    most the inflation limit, so the bound is also ``MEMORY_BASE + MEMORY_FACTOR x limit``."""
+    return int(MEMORY_BASE + MEMORY_FACTOR * max(0, uncompressed))

@@ -77,7 +77,9 @@ _RPC = "record_param_comms"
 _GPU_ROW = "_gpu"
 _POLARS: dict[str, pl.DataType] = {"Int64": pl.Int64(), "Int32": pl.Int32(), "String": pl.String()}
 _NUM = int | float | str | None
-_NONFINITE = re.compile(rb"([:\[,]\s*)(-?Infinity|NaN)(?=\s*[,}\]])")
+_NONFINITE = re.compile(
+    rb"([:\[,]\s*)(-?Infinity|NaN|-?[0-9]+(?:\.[0-9]+)?[eE]\+?[0-9]{3,})(?=\s*[,}\]])"
+)
 
 
 @dataclass(frozen=True)
@@ -301,18 +303,31 @@ class _Reader:
         """
         try:
             return self._decoded(self.amap.strict.decode(mv), mv)
-        except msgspec.ValidationError:
-            return self._decoded(self._lenient(msgspec.json.decode(mv)), mv)
+        except msgspec.ValidationError:  # a subclass of DecodeError: valid JSON, other types
+            pass
         except msgspec.DecodeError:
-            data, n_sur, n_bad = repair_text(mv)
-            nonfinite = _NONFINITE.search(data) is not None
-            if not (n_sur or n_bad or nonfinite):
-                raise
-            if nonfinite:
-                data = _NONFINITE.sub(rb'\1"\2"', data)
+            data, n = self._repair(mv)
             dec = self._decoded(self._lenient(msgspec.json.decode(data)), None)
-            self.repaired += n_sur + n_bad
+            self.repaired += n
             return dec
+        try:
+            return self._decoded(self._lenient(msgspec.json.decode(mv)), mv)
+        except msgspec.DecodeError:  # other types, and text to repair further on
+            data, n = self._repair(mv)
+            dec = self._decoded(self._lenient(msgspec.json.decode(data)), None)
+            self.repaired += n
+            return dec
+
+    @staticmethod
+    def _repair(mv: memoryview) -> tuple[bytes, int]:
+        """Text msgspec refused, repaired; re-raises when there is nothing to repair."""
+        data, n_sur, n_bad = repair_text(mv)
+        nonfinite = _NONFINITE.search(data) is not None
+        if not (n_sur or n_bad or nonfinite):
+            raise  # noqa: PLE0704 - the DecodeError being handled
+        if nonfinite:
+            data = _NONFINITE.sub(rb'\1"\2"', data)
+        return data, n_sur + n_bad
 
     def _decoded(self, events: list[Any], text: memoryview | None) -> _Decoded:
         dec = _Decoded(events, text, self.malformed)
@@ -330,8 +345,15 @@ class _Reader:
                 if not isinstance(getattr(ev, attr), str):
                     setattr(ev, attr, None)
             for attr in ("pid", "tid"):
-                if not isinstance(getattr(ev, attr), (int, str)):
+                v = getattr(ev, attr)
+                if isinstance(v, bool) or not isinstance(v, (int, str)):
                     setattr(ev, attr, None)
+            ev.ts, ev.dur = _as_number(ev.ts), _as_number(ev.dur)
+            if ev.args is not None:
+                for spec in self._eager:
+                    v = getattr(ev.args, spec.attr)
+                    if v is not None:
+                        setattr(ev.args, spec.attr, _as_arg(v, spec.dtype))
             out.append(ev)
         return out
 
@@ -359,6 +381,10 @@ class _Reader:
         df = self._columns(kept)
         df = self._finish_chunk(df, kept)
         return self._lazy_sizes(df, dec.text)
+
+    @functools.cached_property
+    def _eager(self) -> list[ArgSpec]:
+        return [a for a in self.amap.args if not a.lazy]
 
     @functools.cached_property
     def _keep(self) -> frozenset[str]:
@@ -573,6 +599,47 @@ class _Decoded:
     def count(self) -> int:
         """Elements of the chunk (events, and entries that were not event objects)."""
         return len(self.events) + self.malformed
+
+
+def _as_number(v: Any) -> float | None:
+    """A time from the lenient decode: a number (ints beyond a double: infinite), a numeric
+    string ("NaN", "1e999" from the repair), else None (counted as missing)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, float):
+        return v
+    if isinstance(v, int):
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _as_arg(v: Any, dtype: str) -> Any:
+    """An arg from the lenient decode, of a type its column can hold (else None)."""
+    if dtype == "Raw":
+        return v
+    if dtype == "String":
+        return v if isinstance(v, str) else None
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v if -(2**63) <= v < 2**63 else None
+    if isinstance(v, float):
+        return int(v) if math.isfinite(v) and v.is_integer() and abs(v) < 2**63 else None
+    if isinstance(v, str):
+        try:
+            n = int(v)
+        except ValueError:
+            return None
+        return n if -(2**63) <= n < 2**63 else None
+    return None
 
 
 #: Distinct skip reasons kept per trace (the rest are counted under one reason per kind).

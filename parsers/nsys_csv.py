@@ -193,6 +193,18 @@ def _header_skip(path: Path, first: bytes) -> int:
     return skip
 
 
+def _check_density(path: Path, rows: int, n_bytes: int) -> None:
+    """Rows per byte: a report whose rows average fewer than ``MIN_ROW_BYTES`` bytes is not
+    one ``nsys stats`` writes (its API rows take 40 bytes or more), and would cost memory far
+    beyond its size (each row becomes an event of about 100 bytes): refused early."""
+    if rows >= 50_000 and n_bytes < limits.MIN_ROW_BYTES * rows:
+        raise InputError(
+            path,
+            f"refused: {rows:,} rows in {limits.size_text(n_bytes)} ({n_bytes / rows:.1f} bytes "
+            f"each); an nsys stats row takes at least {limits.MIN_ROW_BYTES} bytes: not a report",
+        )
+
+
 def _read_report(
     path: Path,
     shape: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
@@ -206,6 +218,7 @@ def _read_report(
     """
     frames: list[pl.DataFrame] = []
     header: bytes | None = None
+    n_rows = n_bytes = 0
     try:
         for block in _records(path):
             if header is None:
@@ -217,7 +230,10 @@ def _read_report(
                 text = header + block  # each block parsed as a report of its own
             del block
             df = pl.read_csv(text, infer_schema=False, encoding="utf8-lossy")
+            n_bytes += len(text) - len(header)
+            n_rows += df.height
             del text
+            _check_density(path, n_rows, n_bytes)
             df = df.rename(lambda c: c.lstrip("\ufeff"))
             if not frames:
                 _need(df, path, *need)
