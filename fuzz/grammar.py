@@ -57,6 +57,8 @@ class Writer:
 
     def string(self, s: str) -> bytes:
         rng = self.rng
+        if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s and "/" not in s:
+            return b'"' + s.encode() + b'"'  # the common case, fast
         parts = [b'"']
         for ch in s:
             o = ord(ch)
