@@ -463,6 +463,10 @@ def app_cmd(
 
 def main() -> None:
     """Entry point: runs the typer app, turning input errors into exit status 2."""
+    if not sys.warnoptions:  # library warnings (polars ...) are not ccdiag's messages (#18)
+        import warnings
+
+        warnings.simplefilter("ignore")
     try:
         app()
     except InputError as exc:

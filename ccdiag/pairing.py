@@ -105,6 +105,8 @@ def _warmup_drop(wb: pl.DataFrame, wt: pl.DataFrame, factor: float) -> tuple[int
     """How many leading steps to drop (same number in both runs), with the reasons."""
     drop, why = 0, []
     for w, side in ((wb, "baseline"), (wt, "treatment")):
+        if w.is_empty():  # no step window on this side (the caller says so); no warm-up
+            continue
         d = w.filter(pl.col("rank") == w["rank"].min())
         durs = (d["end_ns"] - d["start_ns"]).to_numpy()
         if durs.size < 4:
