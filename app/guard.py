@@ -50,7 +50,7 @@ def allowed_hosts(extra: Iterable[str] = ()) -> set[str]:
 
 def csp(script_hashes: Iterable[str]) -> str:
     """The Content-Security-Policy: nothing from other origins, no inline script but Dash's."""
-    hashes = " ".join(f"'{h}'" for h in script_hashes)
+    hashes = " ".join(h if h.startswith("'") else f"'{h}'" for h in script_hashes)
     return "; ".join(
         [
             "default-src 'self'",

@@ -264,6 +264,7 @@ class Sources:
                 f"no trace files in the {side} upload (expected {', '.join(TRACE_SUFFIXES)})"
             )
         self._make_room(sum(decoded_size(c) for _, c in named))
+        self.staging.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=self.staging))
         try:
             digests = {name: _decode_to(content, tmp / name) for name, content in named}
