@@ -30,6 +30,8 @@ from ccdiag.app.units import (
 )
 from plotly.subplots import make_subplots
 
+from ccdiag.units import number
+
 RUNS = ("baseline", "treatment")
 Series = Mapping[str, Any] | None
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 13}
@@ -384,7 +386,8 @@ def mechanism_per_step(report: Any, mechanism: str) -> go.Figure:
     return _layout(
         fig,
         title,
-        "part of each step's delta this mechanism explains (ns → " + unit + ")",
+        f"part of each aligned step's delta this mechanism explains ({unit}); light: steps "
+        "trimmed from the aggregate; dashed: the value reported",
         height=340,
     )
 
@@ -439,10 +442,12 @@ def launch_costs(report: Any, series: Series = None) -> go.Figure:
     measured = (
         "main-thread host time per kernel launch API call and the gap before it"
         + (" (cumulative distribution)" if have_series else " (box p25–p75, whiskers p10–p90)")
-        + (f" · launches/step {b} → {t}" if b is not None else "")
+        + (f" · launches per step {number(b)} → {number(t)}" if b is not None else "")
         + (f" · toll {esc(where)}" if where else "")
     )
-    return _layout(fig, title, measured, height=420)
+    fig = _layout(fig, title, measured, height=440)
+    fig.update_layout(margin={"t": fig.layout.margin.t + 24})  # the panels' titles
+    return fig
 
 
 def gpu_idle_gaps(report: Any, series: Series = None) -> go.Figure:
@@ -986,7 +991,7 @@ def timeline(tl: Mapping[str, Any], parts: Mapping[str, int] | None = None) -> g
     fig.update_layout(
         barmode="overlay",
         bargap=0.25,
-        legend={"orientation": "h", "yanchor": "top", "y": -0.08, "x": 0},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0},
     )
     fig.update_xaxes(title_text=f"time from the step's start ({unit})", row=len(runs), col=1)
     lit_text = (
@@ -1003,7 +1008,8 @@ def timeline(tl: Mapping[str, Any], parts: Mapping[str, int] | None = None) -> g
         "baseline included; drag to zoom, double-click to reset"
     )
     fig = _layout(
-        fig, "Step timeline: baseline vs treatment", measured, height=300 + 2 * 32 * len(lanes)
+        fig, "Step timeline: baseline vs treatment", measured, height=320 + 2 * 32 * len(lanes)
     )
-    fig.update_layout(margin={"b": 140})
+    # room for the subplot titles below the subtitle, and for the legend below the axis title
+    fig.update_layout(margin={"b": 150, "t": fig.layout.margin.t + 28})
     return fig

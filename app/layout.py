@@ -225,7 +225,7 @@ def evidence_block(ev: Mapping[str, Any]) -> html.Div:
             inner = list(dict.fromkeys(k for r in ("baseline", "treatment") for k in v[r]))
             rows = [
                 {
-                    "quantity": f"{label}: {quantity_label(k)}",
+                    "quantity": quantity_label(k),
                     "baseline": v["baseline"].get(k),
                     "treatment": v["treatment"].get(k),
                     "change": _change(k, v["baseline"].get(k), v["treatment"].get(k)),

@@ -185,10 +185,37 @@ def no_fix_text(report: Any, a: Any) -> str:
     )
 
 
-def hidden_text(f: Fix) -> str:
+def hidden_text(report: Any, f: Fix) -> str:
     """Why a fix is not ranked."""
+    a = next((x for x in report.attribution if x.mechanism == f.mechanism), None)
+    head = (
+        f"{f.fix}: predicted to recover {fmt_ns(f.ns)} per step ({fmt_share(f.share)} of the delta)"
+    )
+    if a is None:
+        return head
+    if is_negligible(report, a.ns_per_step):
+        return (
+            f"{head} — {mechanism_label(a.mechanism)}, the mechanism it addresses, costs "
+            f"{fmt_ns(a.ns_per_step)} per step here: nothing to recover"
+        )
     return (
-        f"{f.fix}: predicted to recover {fmt_ns(f.ns)} per step ({fmt_share(f.share)} of the "
-        f"delta) — the time of {mechanism_label(f.mechanism) if f.mechanism else 'its mechanism'} "
-        "it addresses is ~0 in this pair"
+        f"{head} — {mechanism_label(a.mechanism)} costs {fmt_ns(a.ns_per_step)} per step here, "
+        "but the prediction for this fix recovers none of it (see how it was predicted on the "
+        f"mechanism's page): {f.method}"
+    )
+
+
+def unfixed(report: Any) -> list[Any]:
+    """Found mechanisms that no ranked fix recovers time from, largest first."""
+    shown = fixes(report).shown
+    covered = {f.mechanism for f in shown} | {m for f in shown for m in f.also}
+    return [a for a in found(report) if a.mechanism not in covered]
+
+
+def unfixed_text(report: Any, a: Any) -> str:
+    """One line for a found mechanism without a fix that has a predicted recovery."""
+    return (
+        f"{mechanism_label(a.mechanism)} ({fmt_ns(a.ns_per_step)} per step, "
+        f"{fmt_share(share_of_delta(report, a.ns_per_step))} of the delta) has no fix with a "
+        "predicted recovery."
     )

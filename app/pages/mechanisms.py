@@ -105,7 +105,9 @@ def _fixes(report: Any, mechanism: str) -> list[Any]:
     if rows:
         out.append(text_table(rows))
     if zero:
-        out.append(html.Ul([html.Li(truth.hidden_text(f)) for f in zero], className="hidden-fixes"))
+        out.append(
+            html.Ul([html.Li(truth.hidden_text(report, f)) for f in zero], className="hidden-fixes")
+        )
     return out
 
 

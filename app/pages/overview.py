@@ -72,6 +72,11 @@ def _fixes(report: Any, n: int = 3) -> html.Div:
     body: list[Any] = [html.H3("Top fixes")]
     if fx.top_without_fix is not None:
         body.append(html.P(truth.no_fix_text(report, fx.top_without_fix), className="card warning"))
+    rest = [a for a in truth.unfixed(report) if a is not fx.top_without_fix]
+    if rest:
+        body.append(
+            html.Ul([html.Li(truth.unfixed_text(report, a)) for a in rest], className="muted")
+        )
     rows = fix_rows(fx, n)
     body.append(text_table(rows) if rows else html.P("No fix with a predicted recovery."))
     if fx.hidden:
@@ -79,7 +84,7 @@ def _fixes(report: Any, n: int = 3) -> html.Div:
             html.Details(
                 [
                     html.Summary(f"{len(fx.hidden)} fix(es) predicted to recover ~0: not ranked"),
-                    html.Ul([html.Li(truth.hidden_text(f)) for f in fx.hidden]),
+                    html.Ul([html.Li(truth.hidden_text(report, f)) for f in fx.hidden]),
                 ],
                 className="hidden-fixes",
             )

@@ -33,6 +33,11 @@ def content(report: Any) -> list[Any]:
         head.append(html.P(truth.no_fix_text(report, fx.top_without_fix), className="card warning"))
     if not fx.shown:
         head.append(html.P("No fix with a predicted recovery for this pair."))
+    rest = [a for a in truth.unfixed(report) if a is not fx.top_without_fix]
+    if rest:
+        head.append(
+            html.Ul([html.Li(truth.unfixed_text(report, a)) for a in rest], className="muted")
+        )
     atts = {a.mechanism: a for a in report.attribution}
     cards = []
     for f in fx.shown:
@@ -96,7 +101,9 @@ def content(report: Any) -> list[Any]:
     if fx.hidden:
         tail = [
             html.H3("Not ranked: predicted to recover ~0"),
-            html.Ul([html.Li(truth.hidden_text(f)) for f in fx.hidden], className="hidden-fixes"),
+            html.Ul(
+                [html.Li(truth.hidden_text(report, f)) for f in fx.hidden], className="hidden-fixes"
+            ),
         ]
     return [*head, graph(figures.top_fixes(report, n=10)), *cards, *tail]
 
