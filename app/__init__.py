@@ -165,6 +165,7 @@ def run(app: Any, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
 
     guard.add_host(app, host)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    app.ccdiag_analyses.start_workers()  # their imports run while the first page loads
     if host not in LOOPBACK:
         sys.stderr.write(
             f"ccdiag app: listening on {host}: anyone who can reach it can upload traces and "

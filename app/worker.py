@@ -48,6 +48,7 @@ class Limits:
 
     memory_bytes: int = int(DEFAULT_MAX_ANALYSIS_MB * 1e6)
     timeout_s: float = DEFAULT_MAX_ANALYSIS_S
+    idle_s: float = 600.0  # a child with nothing to do for this long exits (memory back)
     gzip_max_ratio: float = APP_GZIP_MAX_RATIO
     gzip_max_gb: float = APP_GZIP_MAX_GB
 
@@ -105,7 +106,14 @@ class Worker:
         ours, theirs = socket.socketpair()
         env = {**os.environ, **self.limits.child_env()}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ccdiag.app.worker", str(theirs.fileno()), str(self.max_pairs)],
+            [
+                sys.executable,
+                "-m",
+                "ccdiag.app.worker",
+                str(theirs.fileno()),
+                str(self.max_pairs),
+                str(self.limits.idle_s),
+            ],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             env=env,
@@ -153,8 +161,13 @@ class Worker:
         """Run ``op`` in the child; its result, or RefusedError / CancelledError with a one-line reason."""
         with self._lock:
             self._ensure()
+            try:
+                self._conn.send((op, args))
+            except OSError:  # the child had just left (idle): start another
+                self._drop()
+                self._ensure()
+                self._conn.send((op, args))
             conn, proc = self._conn, self._proc
-            conn.send((op, args))
             start = time.monotonic()
             lim = self.limits
             while True:
@@ -207,14 +220,16 @@ class Worker:
 # --------------------------------------------------------------------------- in the child
 
 
-def serve(conn: Any, max_pairs: int) -> None:
-    """The child's loop: one request at a time until the connection closes."""
+def serve(conn: Any, max_pairs: int, idle_s: float = 600.0) -> None:
+    """The child's loop: one request at a time until the connection closes or it idles."""
     from ccdiag.errors import InputError
 
     pairs: OrderedDict[tuple[str, str], Any] = OrderedDict()
     ops = {"analyse": _analyse, "timeline": _timeline, "annotate": _annotate}
     while True:
         try:
+            if not conn.poll(idle_s):
+                return
             op, args = conn.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             return
@@ -320,7 +335,7 @@ def main(argv: list[str]) -> None:
     conn = Connection(int(argv[0]))
     import ccdiag.api  # noqa: F401 - import while the server has nothing for us yet
 
-    serve(conn, int(argv[1]))
+    serve(conn, int(argv[1]), float(argv[2]) if len(argv) > 2 else 600.0)
 
 
 if __name__ == "__main__":

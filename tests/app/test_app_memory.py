@@ -279,3 +279,42 @@ def test_a_bomb_upload_keeps_the_server_memory_bounded(
         assert refusal in out["store"].get("failed", ""), line
     else:  # a report, or a one-line reason (a memory refusal, an unpairable step structure)
         assert "key" in out["store"] or "\n" not in out["store"]["failed"], line
+
+
+def test_staged_uploads_and_workers_are_gone_after_sigterm(tmp_path: Path) -> None:
+    # arrange: a server whose temporary folders go to tmp_path, one upload staged
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    cmd = [sys.executable, "-m", "ccdiag.cli", "app", "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_dash-layout", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.25)
+        c = Client(url)
+        data = (SAMPLES / "async_readback" / "baseline.json.gz").read_bytes()
+        c.upload("baseline", "baseline.json.gz", data, {})
+        staged = [p for p in tmp_path.glob("ccdiag-app-*/*/baseline/baseline.json.gz")]
+        assert len(staged) == 1
+        workers = children(proc.pid)
+        # act
+        proc.terminate()
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # assert: the staging folder and the worker processes are gone
+    assert not list(tmp_path.glob("ccdiag-app-*")), list(tmp_path.rglob("*"))
+    time.sleep(0.5)
+    assert all(not Path(f"/proc/{w}").exists() or rss(w) == 0 for w in workers)
