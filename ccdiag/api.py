@@ -63,6 +63,20 @@ def load_trace(
     return steps.assign_steps(trace, marker=step)
 
 
+def sniff_format(path: str | Path) -> str:
+    """The format of a trace file or folder from its first bytes (never its name).
+
+    Returns:
+        ``kineto``, ``nsys_sqlite``, ``nsys_rep`` or ``nsys_csv``.
+
+    Raises:
+        InputError: not a trace format ccdiag reads (one line naming the file).
+    """
+    from ccdiag.parsers import sniff
+
+    return sniff(Path(path))
+
+
 def summarize(trace: Trace) -> dict[str, Any]:
     """Counts and totals of one trace (the ``ccdiag summary --json`` contract)."""
     from ccdiag.summary import summarize as _summarize

@@ -439,6 +439,19 @@ def app_cmd(
     max_upload_mb: Annotated[
         float, typer.Option("--max-upload-mb", help="Largest upload accepted per side (MB).")
     ] = 200.0,
+    max_analysis_mb: Annotated[
+        float,
+        typer.Option(
+            "--max-analysis-mb", help="Memory one analysis may use, in its worker process (MB)."
+        ),
+    ] = 2048.0,
+    max_analysis_s: Annotated[
+        float, typer.Option("--max-analysis-s", help="Time one analysis may take (s).")
+    ] = 300.0,
+    upload_quota_mb: Annotated[
+        float,
+        typer.Option("--upload-quota-mb", help="Uploads kept at most (MB); oldest deleted first."),
+    ] = 2000.0,
 ) -> None:
     """Open the dashboard: overview, one page per mechanism, timeline, fixes, export.
 
@@ -455,7 +468,15 @@ def app_cmd(
         raise InputError(trace_dir, "--trace-dir is not a folder")
     sys.stderr.write(f"ccdiag app: http://{host}:{port}/\n")
     run(
-        create_app(baseline, treatment, trace_dir=trace_dir, max_upload_mb=max_upload_mb),
+        create_app(
+            baseline,
+            treatment,
+            trace_dir=trace_dir,
+            max_upload_mb=max_upload_mb,
+            max_analysis_mb=max_analysis_mb,
+            max_analysis_s=max_analysis_s,
+            upload_quota_mb=upload_quota_mb,
+        ),
         host,
         port,
     )
