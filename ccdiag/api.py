@@ -15,6 +15,10 @@ report_schema()               -> dict      JSON Schema of the report contract (`
 load_report(path)             -> Report    read a report written with ``--json``
 compare_reports(old, new)     -> list      share growth per mechanism (the CI gate)
 annotate(b, t, out)           -> dict      the treatment trace with the diagnosis as tracks
+select_rules(rules, options)  -> tuple     rule names and option overrides, checked (--rule)
+parse_rule_options(items)     -> dict      ``KEY=VALUE`` strings (--rule-option), checked
+
+A notebook session: docs/notebook.md (``Report.to_polars()``, ``ccdiag.figures``).
 """
 
 from __future__ import annotations
@@ -313,11 +317,21 @@ def pair(baseline: Trace, treatment: Trace) -> Pair:
     return pair_traces(baseline, treatment)
 
 
-def diagnose_pair(pair: Pair, **options: Any) -> Report:
-    """``diagnose`` for an already loaded pair (``load_pair`` / ``pair``): the Report."""
+def diagnose_pair(
+    pair: Pair,
+    *,
+    rules: Sequence[str] | None = None,
+    rule_options: Mapping[str, Mapping[str, Any]] | None = None,
+    **options: Any,
+) -> Report:
+    """``diagnose`` for an already loaded pair (``load_pair`` / ``pair``): the Report.
+
+    ``rules`` and ``rule_options`` as in :func:`diagnose` (names checked, values typed).
+    """
     from ccdiag.engine import diagnose_pair as _diagnose_pair
 
-    return _diagnose_pair(pair, **options)
+    selected, checked = select_rules(rules, rule_options)
+    return _diagnose_pair(pair, rules=selected, rule_options=checked, **options)
 
 
 def _as_pair(pair_or_paths: Pair | tuple[str | Path, str | Path]) -> Pair:
