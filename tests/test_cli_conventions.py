@@ -8,11 +8,13 @@ import csv
 import gzip
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from ccdiag import __version__, api
@@ -216,3 +218,39 @@ def test_no_plus_minus_in_verdicts_of_faster_treatments() -> None:
     # the engine's verdict line for a negative delta (a whole report, not only the CLI)
     r = api.diagnose(T, B)
     assert r.step_ns.delta < 0 and "+-" not in r.verdict and "(-" in r.verdict
+
+
+def _cited_files(text: str) -> set[str]:
+    return set(re.findall(r"[\w./-]+\.(?:md|json|yaml|toml)\b", text))
+
+
+def test_user_facing_text_cites_only_files_in_the_repo() -> None:
+    # arrange: every rule's documentation and every command's --help
+    from typer.main import get_command
+
+    from ccdiag.cli import app
+
+    texts = [api.explain(r["code"]) for r in api.list_rules()]
+    group = get_command(app)
+    texts += [group.get_help(click.Context(group))]
+    texts += [c.get_help(click.Context(c, info_name=n)) for n, c in group.commands.items()]
+    repo_files = {
+        p.relative_to(REPO).as_posix()
+        for p in REPO.rglob("*")
+        if not any(part.startswith(".") for part in p.relative_to(REPO).parts)
+    }
+    names = {Path(f).name for f in repo_files}
+    # act
+    cited = set().union(*(_cited_files(t) for t in texts))
+    # assert: a cited file is a path of the repo, or a file name ccdiag writes or reads
+    missing = {
+        c
+        for c in cited
+        if c.lstrip("./") not in repo_files
+        and Path(c).name not in names
+        and not re.fullmatch(
+            r"[\w.-]*(report|new|old|issue|r|b|t)\.(md|json)|[\w.-]+\.meta\.json", Path(c).name
+        )
+    }
+    assert not missing, missing
+    assert not any(re.search(r"DESIGN\.md|cc-cost-model", t) for t in texts)
