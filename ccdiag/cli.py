@@ -43,8 +43,23 @@ StepOpt = Annotated[
 ]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from ccdiag import __version__
+
+        sys.stdout.write(f"ccdiag {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Diagnose why GPU workloads run slower under NVIDIA Confidential Computing."""
     # A callback keeps typer in multi-command mode (``ccdiag summary TRACE``) even while only
     # one command is registered.
@@ -135,6 +150,36 @@ def summary(
     render_summary(result)
 
 
+RuleOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--rule",
+        "-r",
+        metavar="RULE",
+        help="Run only this rule (code, name or mechanism; repeat or comma-separate); "
+        "the others' time stays unattributed. List them with 'ccdiag rules'.",
+    ),
+]
+RuleOptionOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--rule-option",
+        metavar="KEY=VALUE",
+        help="Override a rule's option, e.g. LA01.min_toll_ns=500 (or min_toll_ns=500 when one "
+        "selected rule declares it); repeat for more. 'ccdiag explain RULE' lists them.",
+    ),
+]
+StepsCsvOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--steps-csv",
+        metavar="FILE",
+        help="Write the per-step table (both step times, the delta, each mechanism's ns) as "
+        "CSV to FILE, or '-' for stdout.",
+    ),
+]
+
+
 @app.command()
 def analyze(
     baseline: Annotated[Path, typer.Argument(help="CC-off trace (file or folder of ranks).")],
@@ -151,22 +196,56 @@ def analyze(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print the one-line verdict.")
     ] = False,
+    rule: RuleOpt = None,
+    rule_option: RuleOptionOpt = None,
+    steps_csv: StepsCsvOpt = None,
 ) -> None:
     """Partition the per-step slowdown of TREATMENT vs BASELINE into CC mechanisms.
 
-    Example: ccdiag analyze baseline.json.gz treatment.json.gz --json report.json --fail-over 20
+    Examples:
+
+        ccdiag analyze baseline.json.gz treatment.json.gz --json report.json --fail-over 20
+
+        ccdiag analyze base.json.gz cc.json.gz --rule LA01 --rule-option min_toll_ns=500
+
+        ccdiag analyze base.json.gz cc.json.gz --steps-csv steps.csv
     """
     from ccdiag import api
     from ccdiag.report.analysis import render_verdict
 
+    if sum(d == "-" for d in (json_out, steps_csv)) > 1:
+        raise InputError(None, "only one of --json/--steps-csv can write to stdout ('-')")
+    rules = [r.strip() for item in rule or [] for r in item.split(",") if r.strip()] or None
+    overrides = api.parse_rule_options(rule_option or [], rules)  # checked before any load
     with _progress(not quiet) as progress:
-        report = api.diagnose(baseline, treatment, step=step, progress=progress)
+        report = api.diagnose(
+            baseline, treatment, step=step, progress=progress, rules=rules, rule_options=overrides
+        )
     if json_out is not None:
         _write_text(api.render_report(report, "json"), json_out)
-    if json_out != "-":
+    if steps_csv is not None:
+        _write_text(report.to_polars("steps").write_csv(), steps_csv)
+    if "-" not in (json_out, steps_csv):
         render_verdict(report, quiet=quiet)
+    _swap_hint(report)
     if _fail_over(report, fail_over):
         raise typer.Exit(1)
+
+
+def _swap_hint(report: Report) -> None:
+    """On stderr: a hint when BASELINE and TREATMENT look swapped (CC mode, or a speed-up)."""
+    modes = (report.baseline.metadata.get("cc_mode"), report.treatment.metadata.get("cc_mode"))
+    st = report.step_ns
+    if (modes[0] == "on" and modes[1] != "on") or (modes[1] == "off" and modes[0] != "off"):
+        why = f"the metadata says CC mode '{modes[0]}' for BASELINE, '{modes[1]}' for TREATMENT"
+    elif st.significant and st.ratio < 0.9:
+        why = f"the treatment is {st.ratio:.2f}x the baseline (faster)"
+    else:
+        return
+    sys.stderr.write(
+        f"ccdiag: hint: {why}: are BASELINE and TREATMENT swapped? "
+        "Give the CC-off run first, the CC-on run second.\n"
+    )
 
 
 @app.command()
@@ -368,7 +447,15 @@ def _share_gate(rows: list[dict], limit: float) -> bool:
 def annotate(
     baseline: BaselineArg,
     treatment: Annotated[Path, typer.Argument(help="CC-on trace: the one that gets annotated.")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Output: FILE (.gz: gzip) or '-'.")],
+    out: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output: FILE (.gz: gzip) or '-'. Default: TREATMENT's name with "
+            "'.annotated.json.gz', in the current folder.",
+        ),
+    ] = None,
     step: StepOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -381,12 +468,13 @@ def annotate(
 
     Examples:
 
-        ccdiag annotate base.json.gz cc.json.gz -o cc.annotated.json.gz
+        ccdiag annotate base.json.gz cc.json.gz   (writes cc.annotated.json.gz)
 
         ccdiag annotate base.sqlite cc.sqlite -o cc.trace.json   (open it in ui.perfetto.dev)
     """
     from ccdiag import api
 
+    out = out or _annotated_name(treatment)
     with _progress(not quiet) as progress:
         result = api.annotate(baseline, treatment, out, step=step, progress=progress)
     if not quiet:
@@ -396,6 +484,18 @@ def annotate(
             f"ccdiag: {result['report'].verdict}\nccdiag: wrote {dest} ({result['mode']}, "
             f"{added} events added on the 'ccdiag diagnosis' tracks)\n"
         )
+
+
+def _annotated_name(treatment: Path) -> str:
+    """``cc.json.gz`` -> ``cc.annotated.json.gz`` (a folder or ``cc.sqlite``: ``cc.annotated...``)."""
+    name = treatment.resolve().name
+    for suffix in (".pt.trace.json.gz", ".json.gz", ".pt.trace.json", ".json", ".csv.gz"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    else:
+        name = Path(name).stem if treatment.is_file() else name
+    return f"{name}.annotated.json.gz"
 
 
 @app.command()
@@ -457,6 +557,12 @@ def app_cmd(
 
     Example: ccdiag app --trace-dir ./traces   (then open http://127.0.0.1:8050)
     """
+    import importlib.util
+
+    if importlib.util.find_spec("dash") is None:
+        raise InputError(
+            None, "the dashboard needs Dash, which is not installed: pip install 'ccdiag[app]'"
+        )
     from ccdiag.app import create_app, run
 
     if (baseline is None) != (treatment is None):

@@ -224,8 +224,8 @@ def predict_narrower_tp(
     dbw = dper_byte * nbytes
     rec = k * (max(dfixed, 0.0) * (1 - f_fixed) + max(dbw, 0.0) * (1 - f_ring)) * share
     how = (
-        f"fit time = fixed + bytes/bandwidth in both runs: +{dfixed / 1e3:.2f} us fixed and "
-        f"+{dbw / 1e3:.2f} us of bandwidth per {nbytes / MIB:.2f} MiB collective; TP {n} -> "
+        f"fit time = fixed + bytes/bandwidth in both runs: {dfixed / 1e3:+.2f} us fixed and "
+        f"{dbw / 1e3:+.2f} us of bandwidth per {nbytes / MIB:.2f} MiB collective; TP {n} -> "
         f"{n_new} keeps {f_fixed:.2f} of the crypto operations (n-1) and {f_ring:.2f} of the "
         f"ring traffic per GPU (2(n-1)/n); x {k:.0f} collectives x {share:.2f} exposed"
     )

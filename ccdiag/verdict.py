@@ -184,3 +184,23 @@ class Report(_Model):
         description="UTC time the report was written (ISO 8601), only when asked for "
         "(--timestamp): reports are otherwise byte-identical for the same inputs",
     )
+
+    # ---- notebook conveniences (added by the `pkg` helper, #16; data out, rendering elsewhere)
+
+    def to_polars(self, table: str = "attribution") -> Any:
+        """One of the report's tables as a polars DataFrame (times in ns, shares as fractions).
+
+        Args:
+            table: ``attribution`` (one row per mechanism, plus ``unattributed``), ``steps``
+                (the per-step partition: one row per aligned step, one column per mechanism),
+                ``recommendations``, ``rules`` (every rule's outcome) or ``ledger``.
+        """
+        from ccdiag.report.tables import report_table
+
+        return report_table(self, table)
+
+    def _repr_html_(self) -> str:
+        """A compact HTML view for Jupyter: the verdict, the attribution and the top fixes."""
+        from ccdiag.report.tables import report_html
+
+        return report_html(self)

@@ -63,7 +63,8 @@ class HostCodeSlower(Rule):
     See below.
 
     ## References
-    - cc-cost-model.md (TDX first touch of 4 KB pages, THP); ISPASS'25 artifact (hotspot3D).
+    - FLASH checkpointing artifact, ``artifact_flash/benchmarks/`` README (TDX first touch of
+      4 KB pages, THP); ISPASS'25 artifact (hotspot3D).
     """
 
     code: ClassVar[str] = "HS01"

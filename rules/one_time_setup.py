@@ -49,7 +49,8 @@ class OneTimeSetup(Rule):
     See below.
 
     ## References
-    - DESIGN.md "Whole-program traces"; hcc-ispass25 README "Fixed start-up costs".
+    - ISPASS'25 artifact (github.com/Elio-yang/hcc-ispass25-artifact) README, "Fixed start-up
+      costs".
     """
 
     code: ClassVar[str] = "SU01"

@@ -47,7 +47,8 @@ class UvmMigration(Rule):
     See below.
 
     ## References
-    - cc-cost-model.md M6 and §2.0 "UVM fault migration"; ISPASS 2025 artifact ``example_csv``.
+    - NVIDIA developer forums, "UVM in Confidential Computing mode"; open-gpu-kernel-modules
+      ``kernel-open/nvidia-uvm/uvm_conf_computing.h``; ISPASS 2025 artifact ``example_csv``.
     """
 
     code: ClassVar[str] = "UV01"
