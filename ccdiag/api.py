@@ -15,6 +15,7 @@ report_schema()               -> dict      JSON Schema of the report contract (`
 load_report(path)             -> Report    read a report written with ``--json``
 compare_reports(old, new)     -> list      share growth per mechanism (the CI gate)
 annotate(b, t, out)           -> dict      the treatment trace with the diagnosis as tracks
+predict(trace, platform)      -> Prediction the CC cost of a CC-off trace (``ccdiag predict``)
 """
 
 from __future__ import annotations
@@ -307,3 +308,52 @@ def step_timeline(
     from ccdiag.timeline import step_timeline as _timeline
 
     return _timeline(_as_pair(pair_or_paths), step_index, rank=rank, max_events=max_events)
+
+
+# --- predict (issue 13): the CC cost of a CC-off trace on a platform profile
+
+
+def predict(
+    trace_or_path: Trace | str | Path,
+    platform: str | Path = "b200",
+    step: str | None = None,
+) -> Any:
+    """Predict the CC-on step time of a CC-off trace and its partition into mechanisms.
+
+    Args:
+        trace_or_path: a loaded trace, or any trace file / folder ``load_trace`` reads.
+        platform: ``h100``, ``b200``, ``b300`` or the path of a platform YAML file.
+        step: name of the step marker; detected when None.
+
+    Returns:
+        A ``ccdiag.predict.Prediction``: ``baseline_step_ns``, ``predicted_step_ns`` (median,
+        low, high), ``mechanisms``, ``fixes`` (alternatives marked), ``warnings``.
+
+    Raises:
+        InputError: unknown platform (the message lists the known ones), a bad platform file,
+            or a bad trace.
+    """
+    from ccdiag.predict import predict as _predict
+
+    return _predict(trace_or_path, platform, step=step)
+
+
+def list_platforms() -> list[str]:
+    """The shipped platform profiles (``ccdiag predict --platform NAME``)."""
+    from ccdiag.platforms import known_platforms
+
+    return known_platforms()
+
+
+def load_platform(name_or_path: str | Path) -> Any:
+    """A platform profile (``ccdiag.platforms.Platform``) by name or YAML path, validated."""
+    from ccdiag.platforms import load_platform as _load
+
+    return _load(name_or_path)
+
+
+def prediction_schema() -> dict[str, Any]:
+    """JSON Schema of ``ccdiag predict --json`` (``docs/schema/predict-v<major>.json``)."""
+    from ccdiag.predict import prediction_schema as _schema
+
+    return _schema()
