@@ -148,12 +148,23 @@ class _Ctx:
         return np.zeros(self.n_rows, dtype=np.int64)
 
 
-def _launch_path(name: pl.Expr, kind: pl.Expr) -> pl.Expr:
+#: Kernels of vendor libraries (cuBLAS, cuBLASLt, cuDNN, CUTLASS, cuFFT, NCCL): their launches
+#: are made by the library (which may link the CUDA runtime statically), not by the application.
+LIBRARY_KERNELS = (
+    r"(?i)^(void )?(cublas|cutlass|cudnn|cufft|nccl|magma|nvjet|xmma|sm\d+_xmma|"
+    r"(ampere|hopper|volta|turing)_|gemmSN|gemvN|gemvT|gemv2|gemmk|sgemm|dgemm|hgemm|"
+    r"scal_kernel|dot_kernel|axpy_kernel|nrm2_kernel|asum_kernel|splitKreduce)"
+)
+
+
+def _launch_path(name: pl.Expr, kind: pl.Expr, lib: pl.Expr) -> pl.Expr:
+    """runtime (the application's cudaLaunchKernel), library (a vendor library's kernel, or a
+    driver-API launch: Triton, JIT), graph (cudaGraphLaunch)."""
     n = name.str.replace(r"_v\d+$", "")
     return (
         pl.when(n.str.contains("GraphLaunch"))
         .then(pl.lit("graph"))
-        .when(kind == "driver")
+        .when((kind == "driver") | lib)
         .then(pl.lit("library"))
         .otherwise(pl.lit("runtime"))
     )
@@ -202,8 +213,19 @@ def _context(trace: Trace) -> _Ctx:
     calls = calls.with_columns(
         pl.Series("kind", kinds.gather(calls["_row"].to_numpy()).to_list(), dtype=pl.String)
     )
+    names = ev["name"]
+    lib_ci = (
+        gpu.select("rank", "ci", pl.Series("kname", names.gather(gpu["_row"].to_numpy()).to_list()))
+        .filter(pl.col("kname").str.contains(LIBRARY_KERNELS))
+        .select("rank", "ci")
+        .unique()
+        .with_columns(pl.lit(True).alias("lib"))
+    )
+    calls = calls.join(lib_ci, on=["rank", "ci"], how="left").with_columns(
+        pl.col("lib").fill_null(False)
+    )
     calls = calls.with_columns(
-        _launch_path(pl.col("name"), pl.col("kind")).alias("path"),
+        _launch_path(pl.col("name"), pl.col("kind"), pl.col("lib")).alias("path"),
         pl.col("cls").shift(1).over("rank").alias("prev_cls"),
     )
     calls = calls.with_columns(_steps_of(trace, calls["start_ns"], calls["rank"]).alias("step"))
@@ -403,7 +425,7 @@ def _costs(
         np.add.at(call, crow[ok_c].astype(np.int64), extra[ok_c])
     if "one_time_setup" in on and ctx.context_row is not None:
         call[ctx.context_row] += int(k["context_creation_ns"])
-    rc = RowCosts(call_ns=call, gap_ns=gap, gpu_ns=gpu_x, nonblocking=free)
+    rc = RowCosts(call_ns=call, gap_ns=gap, gpu_ns=gpu_x, nonblocking=free, queue_aware=True)
     return Injection(**inj), rc
 
 
@@ -790,3 +812,25 @@ def predict(
     return predict_trace(load_trace(trace_or_path, step=step), plat)
 
 
+
+
+def ablation(
+    trace: Trace, platform: Platform | str | Path, fixes: tuple[str, ...] = ()
+) -> dict[str, float]:
+    """One-at-a-time predictions, the form of an emulator's ablation truth (ns per step).
+
+    Returns:
+        ``baseline``, ``cc`` (every steady mechanism), ``only_<mechanism>`` for each mechanism
+        that applies, and ``fix_<id>`` (the CC step with that fix) for each of ``fixes``.
+    """
+    plat = platform if isinstance(platform, Platform) else load_platform(platform)
+    ctx = _context(trace)
+    rp = _Replayer(ctx, plat)
+    players = _active(ctx, plat.at("value"))
+    steady = frozenset(players)
+    out = {"baseline": rp.base, "cc": rp.step(steady)}
+    for m in players:
+        out[f"only_{m}"] = rp.step(frozenset({m}))
+    for fx in fixes:
+        out[f"fix_{fx}"] = rp.step(steady, "value", fx)
+    return out

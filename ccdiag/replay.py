@@ -62,6 +62,10 @@ class RowCosts:
     gap_ns: np.ndarray | None = None  # the host gap before the call
     gpu_ns: np.ndarray | None = None  # the GPU row's duration
     nonblocking: np.ndarray | None = None  # the call never waits (e.g. moved to a drain thread)
+    # measure a GPU row's latency from the later of its call and its stream's previous row (a row
+    # queued behind its stream with a small gap keeps that gap, not the whole wait, as latency);
+    # a plain replay stays exact either way
+    queue_aware: bool = False
 
 
 def _row_costs(top: pl.DataFrame, gpu: pl.DataFrame, rc: RowCosts | None) -> dict[str, np.ndarray]:
@@ -158,6 +162,7 @@ class _Rank:
     g_rel_start: np.ndarray  # bool: latency measured from the call's start (blocking copy)
     g_dur: np.ndarray
     g_key: np.ndarray
+    g_gap: np.ndarray | None = None  # RowCosts.queue_aware: gap after the stream's previous row
 
 
 def _prepare(
@@ -238,6 +243,9 @@ def _prepare(
     queued = gs <= prev + 1000
     lat = np.where(queued & ~rel, np.minimum(lat, _lat_cap(lat, queued)), lat)
     lat = np.where(queued & rel, np.minimum(lat, top["dur_ns"].to_numpy()[ci]), lat)
+    gq = _queue_gaps(s, e, ci, gs, prev, rel) if rc is not None and rc.queue_aware else None
+    if gq is not None:
+        lat = gq[0]
     gcls = gpu["gclass"].to_numpy()
     gdur = np.where(
         gcls == "collective", (gd * inj.collective_factor).astype(np.int64), gd.astype(np.int64)
@@ -263,7 +271,28 @@ def _prepare(
         rel,
         gdur,
         key.to_series().to_numpy(),
+        None if gq is None else gq[1],
     )
+
+
+def _queue_gaps(
+    s: np.ndarray, e: np.ndarray, ci: np.ndarray, gs: np.ndarray, prev: np.ndarray, rel: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(latency, queue gap) per GPU row for ``RowCosts.queue_aware``.
+
+    A row whose call came before its stream's previous row ended was waiting for the stream: its
+    latency from the call is capped at the median latency of rows that were not, and the gap it
+    had after the previous row is kept as a queue gap. The replay then starts it at
+    ``max(call + latency, previous row's end + gap)``: the original start when nothing changes.
+    """
+    ref = np.where(rel, s[ci], e[ci])
+    raw = (gs - ref).astype(np.int64)
+    behind = (prev >= 0) & (ref < prev)
+    free = raw[~behind & (raw >= 0)]
+    cap = int(np.median(free)) if free.size else 5000
+    lat = np.where(behind, np.clip(raw, 0, cap), raw)
+    gap = np.where(behind, np.maximum(gs - prev, 0), 0).astype(np.int64)
+    return lat.astype(np.int64), gap
 
 
 def _orig_ready(n: int, ci: np.ndarray, ge: np.ndarray) -> np.ndarray:
@@ -305,6 +334,8 @@ def _run(r: _Rank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 am = a[r.g_key[rows] == key]
                 dm = r.g_dur[m]
                 prefix = np.concatenate([[0], np.cumsum(dm)[:-1]])
+                if r.g_gap is not None:  # RowCosts.queue_aware
+                    prefix = prefix + np.cumsum(r.g_gap[m])
                 st = prefix + np.maximum(
                     np.maximum.accumulate(am - prefix), stream_end.get(key, np.iinfo(np.int64).min)
                 )

@@ -57,6 +57,14 @@ def totals(trace: Trace) -> dict[str, int]:
     return {**by, "gpu_copy": int(copies), "kernel": int(kern), "gpu_rows": int(gpu.height)}
 
 
+def _uvm_rows(trace: Trace) -> tuple[int, int]:
+    """UVM migrations in a trace: count and bytes."""
+    u = trace.events.filter(
+        (pl.col("kind") == "memcpy") & pl.col("name").str.contains("(?i)unified")
+    )
+    return u.height, int(u["bytes"].sum() or 0)
+
+
 def step_ns(trace: Trace) -> int:
     return int(trace.steps["dur_ns"].median() or 0)
 
@@ -84,6 +92,7 @@ def judge(app: str, mem: str, profile: str | Path, *, partition: bool = True) ->
         "tot_real": totals(real),
         "tot_base": totals(base),
         "real_host_only": real.meta.host_only,
+        "uvm": _uvm_rows(base),
         "mechanisms": {
             (m.mechanism + (f".{m.path}" if m.path else "")): m.ns_per_step for m in pred.mechanisms
         },
@@ -129,6 +138,18 @@ def miss_reason(r: dict[str, Any]) -> str:
     gaps.sort(reverse=True)
     _, label, p, a = gaps[0]
     missing = r["actual_steady"] - r["pred_steady"]
+    n_uvm, b_uvm = r["uvm"]
+    if r["build"] == "uvm" and n_uvm and missing > 0:
+        key = "sync" if r["real_host_only"] else "kernel"
+        grew = r["tot_real"][key] - r["tot_base"][key]
+        pred = r["tot_pred"][key] - r["tot_base"][key]
+        return (
+            f"UVM: {n_uvm:,} migrations ({b_uvm / 1e6:,.0f} MB) cost {grew / n_uvm / 1e3:,.0f} µs "
+            f"each under real CC ({key} time +{_ms(grew)} ms), the published constants "
+            f"(toll + bytes / CPU AES-GCM throughput) give {pred / n_uvm / 1e3:,.0f} µs; no "
+            "published figure covers per-fault servicing under CC"
+            + (" (the real CC run has no GPU trace upstream)" if r["real_host_only"] else "")
+        )
     text = (
         f"{'under' if missing > 0 else 'over'}-predicted by {_ms(abs(missing))} ms; largest gap: "
         f"{label} time {_ms(p)} ms predicted vs {_ms(a)} ms real"
@@ -223,7 +244,20 @@ _READING = [
     "- A row that misses is explained in its *why it misses* cell by the class of time whose "
     "predicted total is furthest from the real one; the criterion is not loosened.",
     "- `one_time_setup` is the context-creation toll (+1.0 s on `h100`), reported apart from "
-    "the steady state as the issue asks.",
+    "the steady state as the issue asks; the predicted context call is within a few % of the "
+    "real one everywhere except BN `uvm` (1.72 s real).",
+    "- **UVM builds miss** wherever migrations matter (3DCONV, BN, FDTD-2D, hotspot3D): under "
+    "real CC each migration costs milliseconds (fault servicing through the encrypted fault "
+    "buffer and staging), two to three orders of magnitude above what the published "
+    "per-copy toll and CPU AES-GCM throughput give. The only study of that path (LAEGIS, "
+    "ISCA'26) withholds its breakdown; the per-migration cost is not fitted to these pairs.",
+    "- **hotspot3D `nor`** is within the target but under-predicted by ~1 s: its host code outside "
+    "CUDA calls runs ~1.7x slower in the TD (`ccdiag analyze` calls it `host_slowdown`, see "
+    "docs/validation_ispass.md); no profile constant models CPU-side TD costs.",
+    "- **`h100-independent`** over-predicts BN `nor` (+45 %): the H20's 60 µs small-copy toll "
+    "and the B200 launch toll are far above this H100 host's; its context creation (+3.2 s, a "
+    "vLLM start-up figure that includes attestation) is 3x the real one. Host and generation "
+    "matter more than the model: ship measured profiles per platform.",
 ]
 
 
