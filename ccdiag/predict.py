@@ -230,8 +230,10 @@ def _context(trace: Trace) -> _Ctx:
     )
     calls = calls.with_columns(_steps_of(trace, calls["start_ns"], calls["rank"]).alias("step"))
     facts = ev.select(
-        pl.col("copy_kind").cast(pl.String), pl.col("src_mem").cast(pl.String),
-        pl.col("dst_mem").cast(pl.String), pl.col("name").alias("gname"),
+        pl.col("copy_kind").cast(pl.String),
+        pl.col("src_mem").cast(pl.String),
+        pl.col("dst_mem").cast(pl.String),
+        pl.col("name").alias("gname"),
     )
     gr = gpu["_row"].to_numpy()
     gpu = pl.concat([gpu, facts[gr]], how="horizontal")
@@ -240,11 +242,15 @@ def _context(trace: Trace) -> _Ctx:
         (
             (pl.col("copy_kind") == "DtoH")
             | (pl.col("dst_mem").is_in(host) & ~pl.col("src_mem").is_in(host).fill_null(False))
-        ).fill_null(False).alias("d2h"),
+        )
+        .fill_null(False)
+        .alias("d2h"),
         (
             (pl.col("copy_kind") == "HtoD")
             | (pl.col("src_mem").is_in(host) & ~pl.col("dst_mem").is_in(host).fill_null(False))
-        ).fill_null(False).alias("h2d"),
+        )
+        .fill_null(False)
+        .alias("h2d"),
     )
     ci_step = calls.select("rank", "ci", "step")
     gpu = gpu.join(ci_step, on=["rank", "ci"], how="left")
@@ -255,8 +261,11 @@ def _context(trace: Trace) -> _Ctx:
         | ((pl.col("kind") == "memcpy") & pl.col("name").str.contains("(?i)unified"))
     )
     kern = gpu.filter(pl.col("gclass") == "kernel").select(
-        "rank", "device", pl.col("start_ns").alias("k_start"),
-        (pl.col("start_ns") + pl.col("dur_ns")).alias("k_end"), pl.col("_row").alias("k_row"),
+        "rank",
+        "device",
+        pl.col("start_ns").alias("k_start"),
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("k_end"),
+        pl.col("_row").alias("k_row"),
     )
     if uv.height:
         uv = uv.select("_row", "rank", "device", "start_ns", "dur_ns", pl.col("bytes").fill_null(0))
@@ -270,7 +279,9 @@ def _context(trace: Trace) -> _Ctx:
         uv = uv.with_columns(
             pl.when(pl.col("start_ns") < pl.col("k_end")).then(pl.col("k_row")).alias("k_row")
         )
-        nxt = calls.select("rank", pl.col("start_ns").alias("c_start"), pl.col("_row").alias("c_row"))
+        nxt = calls.select(
+            "rank", pl.col("start_ns").alias("c_start"), pl.col("_row").alias("c_row")
+        )
         uv = uv.with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")).sort("end_ns")
         uv = uv.join_asof(
             nxt.sort("c_start"),
@@ -393,7 +404,9 @@ def _costs(
             sel = is_d2h_call | nxt_sync
             dur = c["dur_ns"].to_numpy()
             free[rows[sel]] = True
-            call[rows[sel]] = np.minimum(call[rows[sel]], 0) - np.maximum(dur[sel] - ctx.enqueue_ns, 0)
+            call[rows[sel]] = np.minimum(call[rows[sel]], 0) - np.maximum(
+                dur[sel] - ctx.enqueue_ns, 0
+            )
     if "sync_stall" in on:
         inj["sync_toll_ns"] = int(k["sync_toll_ns"])
     if "encrypted_collectives" in on:
@@ -417,11 +430,15 @@ def _costs(
         extra = np.maximum(cost - dur, 0).astype(np.int64)
         krow = uv["k_row"].to_numpy()
         crow = uv["c_row"].to_numpy()
-        in_k = ~np.isnan(krow.astype(np.float64)) if krow.dtype != object else np.array(
-            [x is not None for x in krow]
+        in_k = (
+            ~np.isnan(krow.astype(np.float64))
+            if krow.dtype != object
+            else np.array([x is not None for x in krow])
         )
         np.add.at(gpu_x, krow[in_k].astype(np.int64), extra[in_k])
-        ok_c = ~in_k & np.array([x is not None and not (isinstance(x, float) and math.isnan(x)) for x in crow])
+        ok_c = ~in_k & np.array(
+            [x is not None and not (isinstance(x, float) and math.isnan(x)) for x in crow]
+        )
         np.add.at(call, crow[ok_c].astype(np.int64), extra[ok_c])
     if "one_time_setup" in on and ctx.context_row is not None:
         call[ctx.context_row] += int(k["context_creation_ns"])
@@ -543,11 +560,19 @@ def _fmt_ns(ns: float) -> str:
 def _counts(ctx: _Ctx) -> dict[str, float]:
     """Per-step counts of what each mechanism charges (mean over the trace's steps)."""
     n_steps = max(ctx.trace.steps.height, 1)
-    c, g = ctx.calls.filter(pl.col("step").is_not_null()), ctx.gpu.filter(pl.col("step").is_not_null())
+    c, g = (
+        ctx.calls.filter(pl.col("step").is_not_null()),
+        ctx.gpu.filter(pl.col("step").is_not_null()),
+    )
     launches = c.filter(pl.col("cls") == "launch")
-    out = {f"launch.{p}": launches.filter(pl.col("path") == p).height / n_steps for p in ("runtime", "library", "graph")}
+    out = {
+        f"launch.{p}": launches.filter(pl.col("path") == p).height / n_steps
+        for p in ("runtime", "library", "graph")
+    }
     out["copies"] = g.filter(pl.col("hcopy")).height / n_steps
-    out["async"] = c.filter((pl.col("cls") == "copy") & pl.col("name").str.contains("Async")).height / n_steps
+    out["async"] = (
+        c.filter((pl.col("cls") == "copy") & pl.col("name").str.contains("Async")).height / n_steps
+    )
     out["syncs"] = c.filter(pl.col("cls") == "sync").height / n_steps
     out["collectives"] = g.filter(pl.col("gclass") == "collective").height / n_steps
     uv = ctx.uvm.filter(pl.col("step").is_not_null()) if ctx.uvm.height else ctx.uvm
@@ -608,7 +633,11 @@ def _mechanism_rows(
                 )
             continue
         n, text = _describe(m, cnt, k)
-        rows.append(MechanismCost(mechanism=m, ns_per_step=round(phi[m]), count_per_step=round(n, 2), text=text))
+        rows.append(
+            MechanismCost(
+                mechanism=m, ns_per_step=round(phi[m]), count_per_step=round(n, 2), text=text
+            )
+        )
     return rows
 
 
@@ -621,9 +650,15 @@ def _cc_warnings(trace: Trace, ctx: _Ctx) -> list[str]:
             f"the trace's metadata says CC mode {mode!r}: predict expects a CC-off trace, so "
             "the prediction adds CC costs on top of CC costs"
         )
+    emulated = trace.meta.extra.get("emulated_cc")
+    if emulated:
+        out.append(
+            f"the trace ran under emulated CC ({emulated}): its costs are already tolled, so the "
+            "prediction adds CC costs on top of CC costs; give the CC-off (baseline) trace"
+        )
     hc = ctx.gpu.filter(pl.col("hcopy"))
     relabel = hc.filter(
-        (pl.col("copy_kind") == "DtoD")
+        pl.col("gname").str.contains("(?i)device-to-device|dtod")
         & ((pl.col("src_mem") == "managed") | (pl.col("dst_mem") == "managed"))
     )
     bulk = hc.filter(pl.col("bytes").fill_null(0) >= BULK_BYTES)
@@ -711,7 +746,9 @@ def _predict(
     # the context toll is one host call made longer: it adds to the step as it does at the
     # median constants, scaled to the range's ends (saves two replays)
     toll = k["context_creation_ns"]
-    scale = {e: (plat.at(e)["context_creation_ns"] / toll if toll else 0.0) for e in ("low", "high")}
+    scale = {
+        e: (plat.at(e)["context_creation_ns"] / toll if toll else 0.0) for e in ("low", "high")
+    }
     band = Band(
         median=round(rp.step(full)),
         low=round(steady_band.low + one_time_step * scale["low"]),
@@ -724,11 +761,8 @@ def _predict(
         in_steps = bool(row["step"].is_not_null().any())
     warn = list(warnings or []) + _cc_warnings(trace, ctx)
     if trace.meta.host_only:
-        warn.append("the trace has no GPU activity: only host-side costs (launch and sync tolls) are predicted")
-    if ctx.context_row is None:
         warn.append(
-            "no context-creating call in the trace (created before profiling): the one-time "
-            f"context-creation toll ({_fmt_ns(k['context_creation_ns'])}) is paid before it"
+            "the trace has no GPU activity: only host-side costs (launch and sync tolls) are predicted"
         )
     method = (
         "replay of the CC-off trace (ccdiag.replay: main thread + streams, sync and copy "
@@ -810,8 +844,6 @@ def predict(
 
     plat = platform if isinstance(platform, Platform) else load_platform(platform)
     return predict_trace(load_trace(trace_or_path, step=step), plat)
-
-
 
 
 def ablation(

@@ -50,7 +50,9 @@ def context_call_ns(trace: Trace) -> int:
 def totals(trace: Trace) -> dict[str, int]:
     """Launch / copy / sync API time on the main thread, GPU copy and kernel time (ns)."""
     calls, gpu = model_rows(trace)
-    by = {c: int(calls.filter(pl.col("cls") == c)["dur_ns"].sum()) for c in ("launch", "copy", "sync")}
+    by = {
+        c: int(calls.filter(pl.col("cls") == c)["dur_ns"].sum()) for c in ("launch", "copy", "sync")
+    }
     ev = trace.events
     kern = ev.filter(pl.col("kind") == "kernel")["dur_ns"].sum()
     copies = ev.filter(pl.col("kind") == "memcpy")["dur_ns"].sum()
@@ -269,7 +271,9 @@ def main() -> int:
     args = ap.parse_args()
     results = {
         prof: [
-            judge(app, mem, path, partition=prof == "h100") for app in APPS for mem in ("nor", "uvm")
+            judge(app, mem, path, partition=prof == "h100")
+            for app in APPS
+            for mem in ("nor", "uvm")
         ]
         for prof, path in PROFILES.items()
     }

@@ -199,9 +199,7 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=None, help="a capture folder to judge as well")
     args = ap.parse_args()
     names = sorted(
-        p.parent.name
-        for p in SAMPLES.glob("*/ground_truth.json")
-        if p.parent.name not in SKIP
+        p.parent.name for p in SAMPLES.glob("*/ground_truth.json") if p.parent.name not in SKIP
     )
     rows = [judge_sample(n) for n in names]
     text = render(rows, device_data(args.data))

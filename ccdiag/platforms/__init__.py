@@ -41,7 +41,9 @@ class Constant(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> Constant:
         if not (self.low <= self.value <= self.high):
-            raise ValueError(f"needs low <= value <= high, got {self.low}, {self.value}, {self.high}")
+            raise ValueError(
+                f"needs low <= value <= high, got {self.low}, {self.value}, {self.high}"
+            )
         if self.low < 0:
             raise ValueError("a cost cannot be negative")
         return self
@@ -64,7 +66,9 @@ UNITS: dict[str, str] = {
 
 #: Constants where a larger value means a cheaper CC (bandwidths, ratios): the band's ``low``
 #: prediction takes their ``high`` end.
-HIGHER_IS_CHEAPER = frozenset({"copy_bandwidth_gbps", "collective_bandwidth_ratio", "uvm_bandwidth_gbps"})
+HIGHER_IS_CHEAPER = frozenset(
+    {"copy_bandwidth_gbps", "collective_bandwidth_ratio", "uvm_bandwidth_gbps"}
+)
 
 
 class Platform(BaseModel):
@@ -165,7 +169,9 @@ def load_platform(name_or_path: str | Path) -> Platform:
     path = Path(text)
     looks_like_file = path.suffix.lower() in (".yaml", ".yml") or "/" in text or path.exists()
     if not looks_like_file:
-        raise InputError(None, f"unknown platform {text!r}: choose from {', '.join(known)} or a .yaml file")
+        raise InputError(
+            None, f"unknown platform {text!r}: choose from {', '.join(known)} or a .yaml file"
+        )
     if not path.is_file():
         raise InputError(path, "no such platform file")
     if path.stat().st_size > 1_000_000:

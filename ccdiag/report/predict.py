@@ -60,6 +60,7 @@ def render_text(p: Any, console: Any = None) -> None:
     if p.one_time_ns and not p.one_time_in_steps:
         con.print(f"one-time context creation under CC: +{d(p.one_time_ns)} before the first step")
     t = Table("mechanism", "per step", "share", "count/step", "how", box=box.SIMPLE)
+    t.columns[0].no_wrap = True
     delta = p.predicted_step_ns.median - p.baseline_step_ns
     for m in p.mechanisms:
         t.add_row(
@@ -72,6 +73,7 @@ def render_text(p: Any, console: Any = None) -> None:
     con.print(t)
     if p.fixes:
         f = Table("fix", "CC step with it", "recovers", "alternative to", "what", box=box.SIMPLE)
+        f.columns[0].no_wrap = True
         for fx in p.fixes:
             f.add_row(
                 fx.fix,
@@ -114,14 +116,24 @@ def render_markdown(p: Any) -> str:
         f"(band {d(p.steady_step_ns.low)} – {d(p.steady_step_ns.high)}).",
     ]
     if p.fixes:
-        lines += ["", "| fix | CC step with it | recovers | alternative to |", "|---|---:|---:|---|"]
+        lines += [
+            "",
+            "| fix | CC step with it | recovers | alternative to |",
+            "|---|---:|---:|---|",
+        ]
         for fx in p.fixes:
             lines.append(
                 f"| `{esc(fx.fix)}`: {esc(fx.text)} | {d(fx.predicted_step_ns)} | "
                 f"{d(fx.recovery_ns_per_step)} | {esc(', '.join(fx.alternative_to) or '—')} |"
             )
         lines += ["", "Fixes marked as alternatives replace each other: pick one, never add them."]
-    lines += ["", f"How: {esc(p.method)}.", "", "<details><summary>Constants and sources</summary>", ""]
+    lines += [
+        "",
+        f"How: {esc(p.method)}.",
+        "",
+        "<details><summary>Constants and sources</summary>",
+        "",
+    ]
     lines += ["| constant | value | range | source |", "|---|---:|---|---|"]
     for key, c in p.constants.items():
         lines.append(
@@ -140,6 +152,6 @@ def render_html(p: Any) -> str:
 
     body = MarkdownIt("commonmark", {"html": True}).enable("table").render(render_markdown(p))
     return (
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>ccdiag prediction</title>"
+        '<!doctype html>\n<html><head><meta charset="utf-8"><title>ccdiag prediction</title>'
         "</head><body>\n" + body + "</body></html>\n"
     )
