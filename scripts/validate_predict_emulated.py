@@ -58,12 +58,22 @@ def _side(d: Path, name: str) -> Path:
     raise FileNotFoundError(d / name)
 
 
+def _profile(d: Path) -> Path:
+    """The emulated profile matching what the sample's treatment injected (its NCCL CTA cap)."""
+    metas = sorted(d.glob("treatment*.meta.json")) + sorted(d.glob("treatment/*.meta.json"))
+    for m in metas:
+        ctas = json.loads(m.read_text()).get("emulation", {}).get("max_ctas")
+        if ctas == "2":
+            return EMULATED_PROFILE.with_name("b200_emulated_ctas2.yaml")
+    return EMULATED_PROFILE
+
+
 def judge_sample(name: str) -> dict[str, Any]:
     d = SAMPLES / name
     truth = json.loads((d / "ground_truth.json").read_text())
     base = api.load_trace(_side(d, "baseline"))
     fixes = tuple(f for f, before, _ in FIXES if before == name)
-    pred = ablation(base, EMULATED_PROFILE, fixes)
+    pred = ablation(base, _profile(d), fixes)
     st = truth["step_ns"]
     mech = {}
     for phase, m in PHASES.items():

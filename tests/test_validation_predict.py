@@ -30,3 +30,12 @@ def test_validation_doc_is_fresh() -> None:
         text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_emulated_validation_doc_is_fresh() -> None:
+    res = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "validate_predict_emulated.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
