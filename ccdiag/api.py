@@ -317,6 +317,7 @@ def predict(
     trace_or_path: Trace | str | Path,
     platform: str | Path = "b200",
     step: str | None = None,
+    unprofiled_step_ns: float | None = None,
 ) -> Any:
     """Predict the CC-on step time of a CC-off trace and its partition into mechanisms.
 
@@ -324,6 +325,8 @@ def predict(
         trace_or_path: a loaded trace, or any trace file / folder ``load_trace`` reads.
         platform: ``h100``, ``b200``, ``b300`` or the path of a platform YAML file.
         step: name of the step marker; detected when None.
+        unprofiled_step_ns: the CC-off step time measured without a profiler, if known: the
+            profiler's host overhead is taken out of the trace before CC costs are added.
 
     Returns:
         A ``ccdiag.predict.Prediction``: ``baseline_step_ns``, ``predicted_step_ns`` (median,
@@ -335,7 +338,7 @@ def predict(
     """
     from ccdiag.predict import predict as _predict
 
-    return _predict(trace_or_path, platform, step=step)
+    return _predict(trace_or_path, platform, step=step, unprofiled_step_ns=unprofiled_step_ns)
 
 
 def list_platforms() -> list[str]:

@@ -474,6 +474,14 @@ def predict(
     ] = None,
     step: StepOpt = None,
     quiet: QuietOpt = False,
+    unprofiled_step_ms: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--unprofiled-step-ms",
+            help="The CC-off step time measured WITHOUT a profiler (ms): the trace's profiler "
+            "overhead is taken out before CC costs are added.",
+        ),
+    ] = None,
 ) -> None:
     """Predict the CC-on step time of a CC-off trace, its mechanisms, and what each fix recovers.
 
@@ -489,7 +497,10 @@ def predict(
     plat = api.load_platform(platform)  # a bad --platform fails before the trace is parsed
     with _progress(not quiet and json_out != "-") as progress:
         tr = api.load_trace(trace, step=step, progress=progress)
-    pred = api.predict(tr, plat)
+    if unprofiled_step_ms is not None and not unprofiled_step_ms > 0:
+        raise InputError(None, "--unprofiled-step-ms must be a positive number of milliseconds")
+    unprof = unprofiled_step_ms * 1e6 if unprofiled_step_ms else None
+    pred = api.predict(tr, plat, unprofiled_step_ns=unprof)
     for w in pred.warnings:
         sys.stderr.write(f"ccdiag: warning: {w}\n")
     if json_out is not None:

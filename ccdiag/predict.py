@@ -143,6 +143,7 @@ class _Ctx:
     context_row: int | None
     enqueue_ns: int
     counts: dict[str, float] = field(default_factory=dict)
+    host_scale: float = 1.0  # < 1: the profiler's host overhead taken out (see calibrate)
 
     def zeros(self) -> np.ndarray:
         return np.zeros(self.n_rows, dtype=np.int64)
@@ -442,6 +443,17 @@ def _costs(
         np.add.at(call, crow[ok_c].astype(np.int64), extra[ok_c])
     if "one_time_setup" in on and ctx.context_row is not None:
         call[ctx.context_row] += int(k["context_creation_ns"])
+    if ctx.host_scale != 1.0:
+        # the profiler's host overhead taken out: host gaps and launch calls shrink
+        cut = 1.0 - ctx.host_scale
+        gaps = c.select(
+            (pl.col("start_ns") - (pl.col("start_ns") + pl.col("dur_ns")).shift(1).over("rank"))
+            .fill_null(0)
+            .clip(0)
+        )[:, 0].to_numpy()
+        gap[rows] -= (cut * gaps).astype(np.int64)
+        is_l = (c["cls"] == "launch").to_numpy()
+        call[rows[is_l]] -= (cut * c["dur_ns"].to_numpy()[is_l]).astype(np.int64)
     rc = RowCosts(call_ns=call, gap_ns=gap, gpu_ns=gpu_x, nonblocking=free, queue_aware=True)
     return Injection(**inj), rc
 
@@ -485,7 +497,7 @@ class _Replayer:
     def step(self, on: frozenset[str], end: str = "value", fix: str | None = None) -> float:
         key = (on, end, fix)
         if key not in self.cache:
-            if not on and fix is None:
+            if not on and fix is None and self.ctx.host_scale == 1.0:
                 self.cache[key] = self.base
             else:
                 inj, rc = _costs(self.ctx, on, self.platform.at(end), fix)  # type: ignore[arg-type]
@@ -683,6 +695,7 @@ def predict_trace(
     *,
     warnings: list[str] | None = None,
     fixes: bool = True,
+    unprofiled_step_ns: float | None = None,
 ) -> Prediction:
     """Predict the CC-on step time of a loaded CC-off trace (see the module docstring).
 
@@ -691,8 +704,12 @@ def predict_trace(
         platform: a profile, or its name or YAML path.
         warnings: added to the prediction's warnings.
         fixes: predict each fix too (one replay per fix).
+        unprofiled_step_ns: the CC-off step measured without a profiler, if known: the trace's
+            profiler overhead is taken out first (:func:`calibrate`).
     """
-    return _predict(trace, platform, warnings=warnings, fixes=fixes)[0]
+    return _predict(
+        trace, platform, warnings=warnings, fixes=fixes, unprofiled_step_ns=unprofiled_step_ns
+    )[0]
 
 
 def predict_with_trace(
@@ -706,6 +723,41 @@ def predict_with_trace(
     return pred, kept
 
 
+def calibrate(ctx: _Ctx, platform: Platform, unprofiled_step_ns: float) -> tuple[float, str]:
+    """Scale the trace's host time so that its replay's median step is ``unprofiled_step_ns``.
+
+    A profiler adds host time per launch (torch.profiler: ~30-40 µs per launch on an H200, more
+    than a CC launch toll), so a profiled trace over-predicts a host-bound step. Given the CC-off
+    step time measured *without* a profiler (no CC data), host gaps and launch calls are scaled
+    by one factor, found by bisection, before the CC costs are added.
+
+    Returns:
+        The factor (1.0: nothing taken out) and a note for the prediction's warnings.
+    """
+    rp = _Replayer(ctx, platform)
+    traced = rp.base
+    if unprofiled_step_ns >= traced:
+        return 1.0, (
+            f"the unprofiled CC-off step ({_fmt_ns(unprofiled_step_ns)}) is not shorter than the "
+            f"traced one ({_fmt_ns(traced)}): no profiler overhead taken out"
+        )
+    lo, hi = 0.02, 1.0
+    for _ in range(8):
+        mid = (lo + hi) / 2
+        ctx.host_scale = mid
+        got = _Replayer(ctx, platform).step(frozenset())
+        if got > unprofiled_step_ns:
+            hi = mid
+        else:
+            lo = mid
+    ctx.host_scale = (lo + hi) / 2
+    return ctx.host_scale, (
+        f"profiler overhead taken out: host gaps and launch calls scaled by {ctx.host_scale:.2f} "
+        f"so the CC-off replay matches the unprofiled step {_fmt_ns(unprofiled_step_ns)} "
+        f"(traced {_fmt_ns(traced)})"
+    )
+
+
 def _predict(
     trace: Trace,
     platform: Platform | str | Path,
@@ -714,9 +766,13 @@ def _predict(
     fixes: bool = True,
     keep: bool = False,
     partition: bool = True,
+    unprofiled_step_ns: float | None = None,
 ) -> tuple[Prediction, Trace | None]:
     plat = platform if isinstance(platform, Platform) else load_platform(platform)
     ctx = _context(trace)
+    notes: list[str] = []
+    if unprofiled_step_ns:
+        notes.append(calibrate(ctx, plat, unprofiled_step_ns)[1])
     rp = _Replayer(ctx, plat)
     k = plat.at("value")
     players = _active(ctx, k)
@@ -737,7 +793,7 @@ def _predict(
     one_time_step = rp.step(full) - rp.step(steady) if full != steady else 0.0
     if ctx.context_row is not None:
         phi["one_time_setup"] = one_time_step
-    base = rp.base
+    base = rp.base if ctx.host_scale == 1.0 else rp.step(frozenset())
     steady_band = Band(
         median=round(rp.step(steady)),
         low=round(rp.step(steady, "low")),
@@ -759,7 +815,7 @@ def _predict(
     if ctx.context_row is not None:
         row = ctx.calls.filter(pl.col("_row") == ctx.context_row)
         in_steps = bool(row["step"].is_not_null().any())
-    warn = list(warnings or []) + _cc_warnings(trace, ctx)
+    warn = list(warnings or []) + notes + _cc_warnings(trace, ctx)
     if trace.meta.host_only:
         warn.append(
             "the trace has no GPU activity: only host-side costs (launch and sync tolls) are predicted"
@@ -836,18 +892,23 @@ def predict(
     platform: Platform | str | Path = "b200",
     *,
     step: str | None = None,
+    unprofiled_step_ns: float | None = None,
 ) -> Prediction:
     """:func:`predict_trace` of a trace, or of a trace file / folder (loaded with its steps)."""
+    plat = platform if isinstance(platform, Platform) else load_platform(platform)
     if isinstance(trace_or_path, Trace):
-        return predict_trace(trace_or_path, platform)
+        return predict_trace(trace_or_path, plat, unprofiled_step_ns=unprofiled_step_ns)
     from ccdiag.api import load_trace
 
-    plat = platform if isinstance(platform, Platform) else load_platform(platform)
-    return predict_trace(load_trace(trace_or_path, step=step), plat)
+    tr = load_trace(trace_or_path, step=step)
+    return predict_trace(tr, plat, unprofiled_step_ns=unprofiled_step_ns)
 
 
 def ablation(
-    trace: Trace, platform: Platform | str | Path, fixes: tuple[str, ...] = ()
+    trace: Trace,
+    platform: Platform | str | Path,
+    fixes: tuple[str, ...] = (),
+    unprofiled_step_ns: float | None = None,
 ) -> dict[str, float]:
     """One-at-a-time predictions, the form of an emulator's ablation truth (ns per step).
 
@@ -857,10 +918,13 @@ def ablation(
     """
     plat = platform if isinstance(platform, Platform) else load_platform(platform)
     ctx = _context(trace)
+    if unprofiled_step_ns:
+        calibrate(ctx, plat, unprofiled_step_ns)
     rp = _Replayer(ctx, plat)
     players = _active(ctx, plat.at("value"))
     steady = frozenset(players)
-    out = {"baseline": rp.base, "cc": rp.step(steady)}
+    base = rp.base if ctx.host_scale == 1.0 else rp.step(frozenset())
+    out = {"baseline": base, "cc": rp.step(steady)}
     for m in players:
         out[f"only_{m}"] = rp.step(frozenset({m}))
     for fx in fixes:

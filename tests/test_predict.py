@@ -151,3 +151,28 @@ def test_bad_trace_is_exit_2_one_line(tmp_path: Path) -> None:
     res = _ccdiag("predict", str(bad))
     assert res.returncode == 2
     assert res.stderr.startswith("ccdiag: error: empty.json") and "Traceback" not in res.stderr
+
+
+def test_the_unprofiled_cc_off_step_takes_the_profilers_overhead_out() -> None:
+    # arrange: decode_eager was also timed without a profiler: 3.28 ms CC off, 4.74 ms emulated CC
+    truth = json.loads((SAMPLES / "decode_eager" / "ground_truth.json").read_text())
+    off = truth["step_ns_unprofiled"]["baseline"]["median"]
+    # act
+    p = predict_trace(
+        trace("sample_traces/decode_eager/baseline.json.gz"),
+        REPO / "scripts" / "platforms" / "b200_emulated.yaml",
+        fixes=False,
+        unprofiled_step_ns=off,
+    )
+    # assert: the CC-off replay matches the unprofiled step, and CC is added on top of that
+    assert p.baseline_step_ns == pytest.approx(off, rel=0.02)
+    assert any("profiler overhead taken out" in w for w in p.warnings)
+    measured = truth["step_ns_unprofiled"]["treatment"]["median"]
+    assert p.predicted_step_ns.median == pytest.approx(measured, rel=0.15)
+
+
+def test_unprofiled_step_must_be_positive() -> None:
+    res = _ccdiag(
+        "predict", "sample_traces/decode_graph/baseline.json.gz", "--unprofiled-step-ms", "-1"
+    )
+    assert res.returncode == 2 and "--unprofiled-step-ms must be a positive" in res.stderr
