@@ -176,3 +176,14 @@ def test_unprofiled_step_must_be_positive() -> None:
         "predict", "sample_traces/decode_graph/baseline.json.gz", "--unprofiled-step-ms", "-1"
     )
     assert res.returncode == 2 and "--unprofiled-step-ms must be a positive" in res.stderr
+
+
+def test_blocking_queued_copies_do_not_keep_their_queue_wait_as_latency() -> None:
+    # regression (real kv_offload trace): 16 copies of 1 MiB queued on one stream with a few µs
+    # between them; made blocking, the replay kept each copy's whole wait behind the previous
+    # ones as "latency" and predicted +2.2 ms/step (measured by ablation: +120 µs)
+    t = trace("sample_traces/kv_offload/baseline.json.gz")
+    base = float(t.steps["dur_ns"].median())
+    aware = replay(t, Injection(copies_blocking=True), costs=RowCosts(queue_aware=True))
+    added = float(aware.steps["dur_ns"].median()) - base
+    assert 0 < added < 300_000
