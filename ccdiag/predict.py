@@ -662,8 +662,8 @@ def _cc_warnings(trace: Trace, ctx: _Ctx) -> list[str]:
             f"the trace's metadata says CC mode {mode!r}: predict expects a CC-off trace, so "
             "the prediction adds CC costs on top of CC costs"
         )
-    emulated = trace.meta.extra.get("emulated_cc")
-    if emulated:
+    emulated = trace.meta.extra.get("emulated_cc", "")
+    if emulated and "no mechanism" not in emulated:  # a baseline runs under the shim, all off
         out.append(
             f"the trace ran under emulated CC ({emulated}): its costs are already tolled, so the "
             "prediction adds CC costs on top of CC costs; give the CC-off (baseline) trace"

@@ -98,6 +98,7 @@ def test_a_cc_on_trace_gets_a_warning() -> None:
     assert any("looks like a CC-on trace" in w for w in real_cc.warnings)
     assert any("emulated CC" in w for w in emulated.warnings)
     assert not off.warnings
+    assert not any("CC" in w for w in eager().warnings)  # a baseline captured under the shim, off
 
 
 def test_nsys_sqlite_and_rank_folders_are_predicted_too() -> None:
