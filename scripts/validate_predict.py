@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "shared" / "external" / "hcc-ispass25" / "example_csv"
 DOC = ROOT / "docs" / "validation_predict.md"
 EMULATED = ROOT / "docs" / "validation_predict_emulated.md"
+DEVICE = ROOT / "docs" / "validation_predict_device.md"
 APPS = ("3DCONV", "BN", "FDTD-2D", "GRAMSCHM", "hotspot3D", "kmeans")
 PROFILES = {
     "h100": "h100",
@@ -226,8 +227,9 @@ def render(results: dict[str, list[dict[str, Any]]]) -> str:
         cells = [_ms(r["mechanisms"][m]) if m in r["mechanisms"] else "-" for m in _MECH_COLS]
         out.append(f"| {r['app']} | {r['build']} | " + " | ".join(cells) + " |")
     out += ["", *_READING]
-    if EMULATED.exists():
-        out += ["", EMULATED.read_text(encoding="utf-8").strip()]
+    for extra in (EMULATED, DEVICE):
+        if extra.exists():
+            out += ["", extra.read_text(encoding="utf-8").strip()]
     return "\n".join(out) + "\n"
 
 
@@ -301,12 +303,26 @@ def readme_section(results: dict[str, list[dict[str, Any]]]) -> str:
         "migrations matter, because under real CC each migration costs milliseconds and no "
         "published figure covers that per-fault cost (numbers in the doc).",
     ]
-    if EMULATED.exists():
-        body = EMULATED.read_text(encoding="utf-8").split("\n")
-        lines += [
-            "",
-            *[ln.replace("## ", "#### ", 1) if ln.startswith("## ") else ln for ln in body],
-        ]
+    for extra in (DEVICE, EMULATED):
+        if not extra.exists():
+            continue
+        body = extra.read_text(encoding="utf-8").split("\n")
+        keep: list[str] = []
+        skipping = False
+        for ln in body:
+            if ln.startswith("**Per mechanism"):
+                # the README keeps each per-mechanism verdict line, the doc keeps the tables
+                keep += [
+                    ln.split("**")[1] + f" (table in [docs/{extra.name}](docs/{extra.name})).",
+                    "",
+                ]
+                skipping = True
+                continue
+            if skipping and (ln.startswith("**") or ln.startswith("#")):
+                skipping = False
+            if not skipping:
+                keep.append(ln.replace("## ", "#### ", 1) if ln.startswith("## ") else ln)
+        lines += ["", *keep]
     return "\n".join(lines).rstrip()
 
 

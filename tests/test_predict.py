@@ -76,7 +76,7 @@ def test_b200_costs_more_than_h100_for_a_launch_bound_decode() -> None:
 def test_bulk_copies_get_alternative_fixes_marked_never_summed() -> None:
     p = api.predict(trace("sample_traces/kv_offload/baseline.json.gz"), "b200")
     fixes = {f.fix: f for f in p.fixes}
-    assert fixes["resident_weights"].alternative_to == ["context_pool"]
+    assert fixes["resident_weights"].alternative_to == ["context_pool", "batch_small_copies"]
     assert fixes["context_pool"].alternative_to == ["resident_weights"]
     copies = next(m for m in p.mechanisms if m.mechanism == "serialized_copies")
     assert copies.count_per_step == 16

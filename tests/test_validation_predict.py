@@ -39,3 +39,23 @@ def test_emulated_validation_doc_is_fresh() -> None:
         text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.skipif(
+    not (REPO / "validation" / "measured_stepTimes.json").exists(),
+    reason="the device measurements (validation/, the capture helper's) are not in this checkout",
+)
+def test_device_validation_doc_is_fresh() -> None:
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "validate_predict_emulated.py"),
+            "--device",
+            str(REPO / "validation"),
+            "--held-out",
+            "--check",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
