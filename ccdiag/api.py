@@ -19,6 +19,7 @@ select_rules(rules, options)  -> tuple     rule names and option overrides, chec
 parse_rule_options(items)     -> dict      ``KEY=VALUE`` strings (--rule-option), checked
 
 A notebook session: docs/notebook.md (``Report.to_polars()``, ``ccdiag.figures``).
+predict(trace, platform)      -> Prediction the CC cost of a CC-off trace (``ccdiag predict``)
 """
 
 from __future__ import annotations
@@ -494,3 +495,53 @@ def _option_value(code: str, name: str, value: Any, default: Any) -> Any:
         return kind(float(value)) if kind is int and "e" in value.lower() else kind(value)
     except (KeyError, ValueError):
         raise InputError(None, f"{code}.{name} must be {kind.__name__}, got '{value}'") from None
+# --- predict (issue 13): the CC cost of a CC-off trace on a platform profile
+
+
+def predict(
+    trace_or_path: Trace | str | Path,
+    platform: str | Path = "b200",
+    step: str | None = None,
+    unprofiled_step_ns: float | None = None,
+) -> Any:
+    """Predict the CC-on step time of a CC-off trace and its partition into mechanisms.
+
+    Args:
+        trace_or_path: a loaded trace, or any trace file / folder ``load_trace`` reads.
+        platform: ``h100``, ``b200``, ``b300`` or the path of a platform YAML file.
+        step: name of the step marker; detected when None.
+        unprofiled_step_ns: the CC-off step time measured without a profiler, if known: the
+            profiler's host overhead is taken out of the trace before CC costs are added.
+
+    Returns:
+        A ``ccdiag.predict.Prediction``: ``baseline_step_ns``, ``predicted_step_ns`` (median,
+        low, high), ``mechanisms``, ``fixes`` (alternatives marked), ``warnings``.
+
+    Raises:
+        InputError: unknown platform (the message lists the known ones), a bad platform file,
+            or a bad trace.
+    """
+    from ccdiag.predict import predict as _predict
+
+    return _predict(trace_or_path, platform, step=step, unprofiled_step_ns=unprofiled_step_ns)
+
+
+def list_platforms() -> list[str]:
+    """The shipped platform profiles (``ccdiag predict --platform NAME``)."""
+    from ccdiag.platforms import known_platforms
+
+    return known_platforms()
+
+
+def load_platform(name_or_path: str | Path) -> Any:
+    """A platform profile (``ccdiag.platforms.Platform``) by name or YAML path, validated."""
+    from ccdiag.platforms import load_platform as _load
+
+    return _load(name_or_path)
+
+
+def prediction_schema() -> dict[str, Any]:
+    """JSON Schema of ``ccdiag predict --json`` (``docs/schema/predict-v<major>.json``)."""
+    from ccdiag.predict import prediction_schema as _schema
+
+    return _schema()

@@ -377,7 +377,13 @@ TreatmentArg = Annotated[Path, typer.Argument(help="CC-on trace (file or folder 
 @app.command()
 def report(
     baseline: BaselineArg,
-    treatment: TreatmentArg,
+    treatment: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Argument(
+            help="CC-on trace (file or folder of ranks). Without it: what CC will cost BASELINE "
+            "(a prediction, see ccdiag predict)."
+        ),
+    ] = None,
     md: MdOpt = None,
     html: HtmlOpt = None,
     json_out: JsonOpt = None,
@@ -388,6 +394,9 @@ def report(
     baseline_report: OldReportOpt = None,
     max_share_growth: ShareGrowthOpt = 5.0,
     quiet: QuietOpt = False,
+    platform: Annotated[
+        str, typer.Option("--platform", help="With one trace: the platform to predict for.")
+    ] = "b200",
 ) -> None:
     """Write the diagnosis as files to attach to a bug report: Markdown, HTML, JSON.
 
@@ -409,6 +418,9 @@ def report(
         targets["md"] = "-"
     if sum(v == "-" for v in targets.values()) > 1:
         raise InputError(None, "only one of --md/--html/--json can write to stdout ('-')")
+    if treatment is None:  # one CC-off trace: the prediction section (issue 13)
+        _report_prediction(baseline, platform, targets, step, quiet)
+        return
     old = api.load_report(baseline_report) if baseline_report is not None else None
     with _progress(not quiet) as progress:
         rep = api.diagnose(baseline, treatment, step=step, progress=progress)
@@ -429,6 +441,29 @@ def report(
         failed |= _share_gate(rows, max_share_growth)
     if failed:
         raise typer.Exit(1)
+
+
+def _report_prediction(
+    trace: Path, platform: str, targets: dict[str, str | None], step: str | None, quiet: bool
+) -> None:
+    """``ccdiag report TRACE``: the prediction as Markdown / HTML / JSON files."""
+    from ccdiag import api
+    from ccdiag.report.predict import render_html, render_markdown
+
+    plat = api.load_platform(platform)
+    with _progress(not quiet) as progress:
+        pred = api.predict(api.load_trace(trace, step=step, progress=progress), plat)
+    render = {
+        "md": render_markdown,
+        "html": render_html,
+        "json": lambda p: p.model_dump_json(indent=2) + "\n",
+    }
+    for fmt, dest in targets.items():
+        if dest:
+            _write_text(render[fmt](pred), dest)
+    if not quiet:
+        done = ", ".join(f"{f} -> {'stdout' if d == '-' else d}" for f, d in targets.items() if d)
+        sys.stderr.write(f"ccdiag: prediction for {plat.name}; wrote {done}\n")
 
 
 def _share_gate(rows: list[dict], limit: float) -> bool:
@@ -501,6 +536,9 @@ def _annotated_name(treatment: Path) -> str:
 @app.command()
 def schema(
     out: Annotated[str, typer.Option("--out", "-o", help="FILE, or '-' for stdout.")] = "-",
+    predict_schema: Annotated[
+        bool, typer.Option("--predict", help="The schema of `ccdiag predict --json` instead.")
+    ] = False,
 ) -> None:
     """Print the JSON Schema of the report contract (analyze --json, report --json).
 
@@ -512,7 +550,63 @@ def schema(
     """
     from ccdiag import api
 
-    _write_json(api.report_schema(), out)
+    _write_json(api.prediction_schema() if predict_schema else api.report_schema(), out)
+
+
+# --- predict (issue 13) -------------------------------------------------------------------
+
+PlatformOpt = Annotated[
+    str,
+    typer.Option(
+        "--platform",
+        help="h100 | b200 | b300, or a platform YAML file (copy one from ccdiag/platforms/).",
+    ),
+]
+
+
+@app.command()
+def predict(
+    trace: Annotated[Path, typer.Argument(help="CC-off trace (file or folder of ranks).")],
+    platform: PlatformOpt = "b200",
+    json_out: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--json", help="Write the prediction as JSON to FILE, or '-' for stdout."),
+    ] = None,
+    step: StepOpt = None,
+    quiet: QuietOpt = False,
+    unprofiled_step_ms: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--unprofiled-step-ms",
+            help="The CC-off step time measured WITHOUT a profiler (ms): the trace's profiler "
+            "overhead is taken out before CC costs are added.",
+        ),
+    ] = None,
+) -> None:
+    """Predict the CC-on step time of a CC-off trace, its mechanisms, and what each fix recovers.
+
+    Examples:
+
+        ccdiag predict baseline.json.gz --platform b200
+
+        ccdiag predict run.sqlite --platform ./my_platform.yaml --json prediction.json
+    """
+    from ccdiag import api
+    from ccdiag.report.predict import render_text
+
+    plat = api.load_platform(platform)  # a bad --platform fails before the trace is parsed
+    with _progress(not quiet and json_out != "-") as progress:
+        tr = api.load_trace(trace, step=step, progress=progress)
+    if unprofiled_step_ms is not None and not unprofiled_step_ms > 0:
+        raise InputError(None, "--unprofiled-step-ms must be a positive number of milliseconds")
+    unprof = unprofiled_step_ms * 1e6 if unprofiled_step_ms else None
+    pred = api.predict(tr, plat, unprofiled_step_ns=unprof)
+    for w in pred.warnings:
+        sys.stderr.write(f"ccdiag: warning: {w}\n")
+    if json_out is not None:
+        _write_text(pred.model_dump_json(indent=2) + "\n", json_out)
+    if json_out != "-" and not quiet:
+        render_text(pred.model_copy(update={"warnings": []}))
 
 
 @app.command("app")
