@@ -87,14 +87,41 @@ def load_pair(
 
 
 def diagnose(
-    baseline: str | Path, treatment: str | Path, *, progress: Progress | None = None, **options: Any
+    baseline: str | Path,
+    treatment: str | Path,
+    *,
+    progress: Progress | None = None,
+    scheduler: str | None = None,
+    baseline_runs: list[str | Path] | None = None,
+    treatment_runs: list[str | Path] | None = None,
+    **options: Any,
 ) -> Any:
     """Partition the per-step slowdown of treatment vs baseline into mechanisms.
 
+    A folder of several per-rank traces, a folder of runs, or extra runs
+    (``baseline_runs`` / ``treatment_runs``, added to ``baseline`` / ``treatment``) make a
+    *job*: one task per rank and run on ``scheduler`` (``auto``, ``inprocess``, ``local[:N]``,
+    ``tcp://HOST:PORT``; see :mod:`ccdiag.distributed`), reduced into one report with
+    ``ranks``, ``stragglers``, ``scheduler`` and ``job``.
+
     ``progress`` (optional) hears from the parsers, then ``("diagnosing", 0, 1)`` and
-    ``("diagnosing", 1, 1)`` around the rules.
+    ``("diagnosing", 1, 1)`` around the rules (a job: ``("ranks", done, total)``).
     """
+    from ccdiag import distributed
     from ccdiag.engine import diagnose_pair as _engine
+
+    b_runs = distributed.expand_runs(Path(baseline)) + [Path(p) for p in baseline_runs or []]
+    t_runs = distributed.expand_runs(Path(treatment)) + [Path(p) for p in treatment_runs or []]
+    if distributed.is_job(b_runs, t_runs):
+        return distributed.analyze_job(
+            b_runs,
+            t_runs,
+            scheduler=scheduler,
+            step=options.pop("step", None),
+            rules=options.pop("rules", None),
+            rule_options=options.pop("rule_options", None),
+            progress=progress,
+        )
 
     pair = load_pair(baseline, treatment, step=options.pop("step", None), progress=progress)
     if progress is not None:

@@ -151,8 +151,27 @@ def analyze(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print the one-line verdict.")
     ] = False,
+    scheduler: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--scheduler",
+            help="Where per-rank tasks run: auto (default), inprocess, local[:N] (a Dask "
+            "LocalCluster of N worker processes) or tcp://HOST:PORT (an existing Dask cluster).",
+        ),
+    ] = None,
+    baseline_run: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option("--baseline-run", help="Another baseline run (repeatable): run-to-run CIs."),
+    ] = None,
+    treatment_run: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option("--treatment-run", help="Another treatment run (repeatable)."),
+    ] = None,
 ) -> None:
     """Partition the per-step slowdown of TREATMENT vs BASELINE into CC mechanisms.
+
+    Folders of per-rank traces (or of runs, or extra --baseline-run / --treatment-run) are
+    analyzed rank by rank as a job, on --scheduler, with per-rank verdicts and stragglers.
 
     Example: ccdiag analyze baseline.json.gz treatment.json.gz --json report.json --fail-over 20
     """
@@ -160,13 +179,34 @@ def analyze(
     from ccdiag.report.analysis import render_verdict
 
     with _progress(not quiet) as progress:
-        report = api.diagnose(baseline, treatment, step=step, progress=progress)
+        report = api.diagnose(
+            baseline,
+            treatment,
+            step=step,
+            progress=progress,
+            scheduler=scheduler,
+            baseline_runs=baseline_run,
+            treatment_runs=treatment_run,
+        )
     if json_out is not None:
         _write_text(api.render_report(report, "json"), json_out)
     if json_out != "-":
         render_verdict(report, quiet=quiet)
+    _partial_job(report)
     if _fail_over(report, fail_over):
         raise typer.Exit(1)
+
+
+def _partial_job(report: Report) -> None:
+    """A job with ranks that have no result: the report is out, and the exit status says so."""
+    missing = report.job.missing_ranks if report.job is not None else []
+    if not missing:
+        return
+    errors = {r.rank: r.error for r in report.ranks or [] if r.error}
+    first = errors.get(missing[0], "no result")
+    more = f" (and {len(missing) - 1} more rank(s))" if len(missing) > 1 else ""
+    sys.stderr.write(f"ccdiag: partial result: rank {missing[0]} failed: {first}{more}"[:300] + "\n")
+    raise typer.Exit(2)
 
 
 @app.command()
