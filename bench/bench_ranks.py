@@ -22,6 +22,8 @@ from its output.
 from __future__ import annotations
 
 import argparse
+import gzip
+import re
 import resource
 import shutil
 import subprocess
@@ -44,8 +46,16 @@ def tile(n: int) -> tuple[Path, Path]:
     shutil.rmtree(root, ignore_errors=True)
     for side in ("baseline", "treatment"):
         (root / side).mkdir(parents=True)
+        texts = [gzip.decompress((SRC / side / f"rank{j}.json.gz").read_bytes()) for j in (0, 1)]
         for i in range(n):
-            shutil.copy(SRC / side / f"rank{i % 2}.json.gz", root / side / f"rank{i}.json.gz")
+            # each copy says its own rank and the job's world size, as a real job's files do
+            text = re.sub(
+                rb'("distributedInfo": \{"backend": "nccl", "rank": )\d+(, "world_size": )\d+',
+                rb"\g<1>%d\g<2>%d" % (i, n),
+                texts[i % 2],
+                count=1,
+            )
+            (root / side / f"rank{i}.json.gz").write_bytes(gzip.compress(text, 6))
     return root / "baseline", root / "treatment"
 
 
