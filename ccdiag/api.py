@@ -149,25 +149,51 @@ def diagnose(
     progress: Progress | None = None,
     rules: Sequence[str] | None = None,
     rule_options: Mapping[str, Mapping[str, Any]] | None = None,
+    scheduler: str | None = None,
+    baseline_runs: list[str | Path] | None = None,
+    treatment_runs: list[str | Path] | None = None,
     **options: Any,
 ) -> Report:
     """Partition the per-step slowdown of treatment vs baseline into mechanisms.
 
+    A folder of several per-rank traces, a folder of runs, or extra runs
+    (``baseline_runs`` / ``treatment_runs``, added to ``baseline`` / ``treatment``) make a
+    *job*: one task per rank and run on ``scheduler`` (``auto``, ``inprocess``, ``local[:N]``,
+    ``tcp://HOST:PORT``; see :mod:`ccdiag.distributed`), reduced into one report with
+    ``ranks``, ``stragglers``, ``scheduler`` and ``job``.
+
     Args:
-        baseline: the CC-off trace (file or folder of ranks).
+        baseline: the CC-off trace (file, folder of ranks, or folder of runs).
         treatment: the CC-on trace.
         progress: hears from the parsers, then ``("diagnosing", 0, 1)`` and
-            ``("diagnosing", 1, 1)`` around the rules.
+            ``("diagnosing", 1, 1)`` around the rules (a job: ``("ranks analyzed", done,
+            total)``).
         rules: run only these rules (codes, names or mechanisms, e.g. ``["LA01"]``); the
             time of the others stays ``unattributed``. None: every rule.
         rule_options: per rule (code, name or mechanism), option overrides, e.g.
             ``{"LA01": {"min_toll_ns": 500}}``; checked against the rule's declared options
             (``InputError`` naming the option when unknown or of the wrong type).
+        scheduler: where a job's tasks run (None: ``auto``).
+        baseline_runs: more baseline runs (repeated runs: run-to-run CIs).
+        treatment_runs: more treatment runs.
         **options: ``step`` (the step marker), or passed to the engine.
     """
+    from ccdiag import distributed
     from ccdiag.engine import diagnose_pair as _engine
 
     selected, checked = select_rules(rules, rule_options)
+    b_runs = distributed.expand_runs(Path(baseline)) + [Path(p) for p in baseline_runs or []]
+    t_runs = distributed.expand_runs(Path(treatment)) + [Path(p) for p in treatment_runs or []]
+    if distributed.is_job(b_runs, t_runs):
+        return distributed.analyze_job(
+            b_runs,
+            t_runs,
+            scheduler=scheduler,
+            step=options.pop("step", None),
+            rules=selected,
+            rule_options=checked,
+            progress=progress,
+        )
     pair = load_pair(baseline, treatment, step=options.pop("step", None), progress=progress)
     if progress is not None:
         progress("diagnosing", 0, 1)

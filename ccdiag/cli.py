@@ -199,8 +199,27 @@ def analyze(
     rule: RuleOpt = None,
     rule_option: RuleOptionOpt = None,
     steps_csv: StepsCsvOpt = None,
+    scheduler: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--scheduler",
+            help="Where per-rank tasks run: auto (default), inprocess, local[:N] (a Dask "
+            "LocalCluster of N worker processes) or tcp://HOST:PORT (an existing Dask cluster).",
+        ),
+    ] = None,
+    baseline_run: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option("--baseline-run", help="Another baseline run (repeatable): run-to-run CIs."),
+    ] = None,
+    treatment_run: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option("--treatment-run", help="Another treatment run (repeatable)."),
+    ] = None,
 ) -> None:
     """Partition the per-step slowdown of TREATMENT vs BASELINE into CC mechanisms.
+
+    Folders of per-rank traces (or of runs, or extra --baseline-run / --treatment-run) are
+    analyzed rank by rank as a job, on --scheduler, with per-rank verdicts and stragglers.
 
     Examples:
 
@@ -209,6 +228,8 @@ def analyze(
         ccdiag analyze base.json.gz cc.json.gz --rule LA01 --rule-option min_toll_ns=500
 
         ccdiag analyze base.json.gz cc.json.gz --steps-csv steps.csv
+
+        ccdiag analyze base_ranks/ cc_ranks/ --scheduler local:8
     """
     from ccdiag import api
     from ccdiag.report.analysis import render_verdict
@@ -219,7 +240,15 @@ def analyze(
     overrides = api.parse_rule_options(rule_option or [], rules)  # checked before any load
     with _progress(not quiet) as progress:
         report = api.diagnose(
-            baseline, treatment, step=step, progress=progress, rules=rules, rule_options=overrides
+            baseline,
+            treatment,
+            step=step,
+            progress=progress,
+            rules=rules,
+            rule_options=overrides,
+            scheduler=scheduler,
+            baseline_runs=baseline_run,
+            treatment_runs=treatment_run,
         )
     if json_out is not None:
         _write_text(api.render_report(report, "json"), json_out)
@@ -228,6 +257,7 @@ def analyze(
     if "-" not in (json_out, steps_csv):
         render_verdict(report, quiet=quiet)
     _swap_hint(report)
+    _partial_job(report)
     if _fail_over(report, fail_over):
         raise typer.Exit(1)
 
@@ -246,6 +276,16 @@ def _swap_hint(report: Report) -> None:
         f"ccdiag: hint: {why}: are BASELINE and TREATMENT swapped? "
         "Give the CC-off run first, the CC-on run second.\n"
     )
+def _partial_job(report: Report) -> None:
+    """A job with ranks that have no result: the report is out, and the exit status says so."""
+    missing = report.job.missing_ranks if report.job is not None else []
+    if not missing:
+        return
+    errors = {r.rank: r.error for r in report.ranks or [] if r.error}
+    first = errors.get(missing[0], "no result")
+    more = f" (and {len(missing) - 1} more rank(s))" if len(missing) > 1 else ""
+    sys.stderr.write(f"ccdiag: partial result: rank {missing[0]} failed: {first}{more}"[:300] + "\n")
+    raise typer.Exit(2)
 
 
 @app.command()
