@@ -185,6 +185,18 @@ class Report(_Model):
         "(--timestamp): reports are otherwise byte-identical for the same inputs",
     )
 
+    # --- jobs of several ranks or repeated runs (ccdiag.distributed, ccdiag.job) -------------
+    ranks: list[RankResult] | None = Field(
+        default=None, description="per-rank results of a job analyzed rank by rank"
+    )
+    stragglers: list[Straggler] | None = Field(
+        default=None, description="ranks whose delta or mechanism mix is an outlier"
+    )
+    scheduler: str | None = Field(default=None, description="what ran the per-rank tasks")
+    job: JobSummary | None = Field(
+        default=None, description="job-level view: slowest rank, spread, runs, collectives"
+    )
+
     # ---- notebook conveniences (added by the `pkg` helper, #16; data out, rendering elsewhere)
 
     def to_polars(self, table: str = "attribution") -> Any:
@@ -204,17 +216,6 @@ class Report(_Model):
         from ccdiag.report.tables import report_html
 
         return report_html(self)
-    # --- jobs of several ranks or repeated runs (ccdiag.distributed, ccdiag.job) -------------
-    ranks: list[RankResult] | None = Field(
-        default=None, description="per-rank results of a job analyzed rank by rank"
-    )
-    stragglers: list[Straggler] | None = Field(
-        default=None, description="ranks whose delta or mechanism mix is an outlier"
-    )
-    scheduler: str | None = Field(default=None, description="what ran the per-rank tasks")
-    job: JobSummary | None = Field(
-        default=None, description="job-level view: slowest rank, spread, runs, collectives"
-    )
 
 
 # --- jobs: per-rank results, stragglers, repeated runs ----------------------------------------
