@@ -245,17 +245,21 @@ def run_session(
     blocks: list[tuple[str, list[str]]] = []
     for r in range(args.rounds):
         blocks += phases if r == 0 else order.sample(phases, len(phases))
-    n = len(blocks) * args.block_steps
+    per = args.settle_steps + args.block_steps  # steps per block, the first ones not timed
+    n = len(blocks) * per
     tmp = out / (f".session.rank{rank}" if world > 1 else ".session")
     tmp.mkdir(parents=True, exist_ok=True)
-    cap = Capture(
-        tmp,
-        "session",
-        steps=n,
-        warmup=args.warmup,
-        rank=rank if world > 1 else None,
-        record_shapes=not args.no_record_shapes,
-    )
+    if args.backend == "none":  # the same interleaved protocol, no profiler at all
+        cap: Any = _NoCapture(n + args.warmup, ctl)
+    else:
+        cap = Capture(
+            tmp,
+            "session",
+            steps=n,
+            warmup=args.warmup,
+            rank=rank if world > 1 else None,
+            record_shapes=not args.no_record_shapes,
+        )
     times: dict[str, list[int]] = {name: [] for name, _ in phases}
     per_block: dict[str, list[int]] = {name: [] for name, _ in phases}
     counters: dict[str, list[dict]] = {name: [] for name, _ in phases}
@@ -265,8 +269,9 @@ def run_session(
     with cap:
         for i in range(cap.total_steps):
             k = i - args.warmup
-            name, mechs = blocks[k // args.block_steps] if k >= 0 else ("warmup", [])
-            if k < 0 or k % args.block_steps == 0:
+            name, mechs = blocks[k // per] if k >= 0 else ("warmup", [])
+            timed = k >= 0 and k % per >= args.settle_steps
+            if k < 0 or k % per == 0:
                 if hasattr(wl, "block_boundary"):  # loops without a per-step sync start empty
                     wl.block_boundary()
                 ctl.set_mechanisms([m for m in mechs if m not in NOT_SHIM])
@@ -276,15 +281,18 @@ def run_session(
             t0 = time.perf_counter_ns()
             wl.step(i)
             t1 = time.perf_counter_ns()
-            if k >= 0:
+            if timed:
                 times[name].append(t1 - t0)
                 step_of[name].append(i)  # ProfilerStep#i
-                if (k + 1) % args.block_steps == 0:
+                if (k + 1) % per == 0:
                     per_block[name].append(int(statistics.median(times[name][-args.block_steps :])))
             cap.step()
     all_counters = ctl.counters()["steps"]
     for name in step_of:
         counters[name] = [all_counters[first + i] for i in step_of[name]]
+    if args.backend == "none":
+        tmp.rmdir()
+        return times, per_block, counters
     suffix = f".rank{rank}" if world > 1 else ""
     shipped = [name for name in ship_names(args) if name in step_of]
     cut = args.ship_steps or None
@@ -317,6 +325,22 @@ def run_session(
         f.unlink()
     tmp.rmdir()
     return times, per_block, counters
+
+
+class _NoCapture:
+    """Stands in for a profiler Capture in the timing-only single session (marks shim steps)."""
+
+    def __init__(self, total: int, ctl: Any) -> None:
+        self.total_steps, self._ctl = total, ctl
+
+    def __enter__(self) -> _NoCapture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def step(self) -> None:
+        self._ctl.mark_step()
 
 
 def injected(counters: list[dict], mech: str) -> int:
@@ -447,6 +471,13 @@ def main(argv: list[str] | None = None) -> int:
         "--block-steps", type=int, default=10, help="steps per phase block (single session)"
     )
     p.add_argument(
+        "--settle-steps",
+        type=int,
+        default=0,
+        help="untimed, unshipped steps at the start of each block (single session): lets a "
+        "loop without a per-step sync refill its queue after the phase switch",
+    )
+    p.add_argument(
         "--host-only-treatment",
         action="store_true",
         help="also write treatment_host_only (CPU-only profile, as in CC mode 'on')",
@@ -506,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         phases += subset_phases(mechs) if args.all_subsets else [(f"only_{m}", [m]) for m in mechs]
     if args.phases:
         phases = [ph for ph in phases if ph[0] in args.phases.split(",")]
-    if args.session == "single" and args.backend == "torch":
+    if args.session == "single" and args.backend in ("torch", "none"):
         gc.disable()
         s_times, s_rounds, counters = run_session(wl, ctl, phases, out, args, rank, world)
         if args.host_only_treatment:
@@ -572,7 +603,7 @@ def write_truth(
         print("PHASES " + json.dumps({"per_round_median_ns": per_round}))
         return 0
     base = times["baseline"]
-    single = args.session == "single" and args.backend == "torch"
+    single = args.session == "single" and args.backend in ("torch", "none")
     truth = {
         "workload": {"name": args.workload, **kw},
         "platform": platform.to_dict(),
@@ -587,7 +618,8 @@ def write_truth(
         ("step_ns_median_per_block" if single else "step_ns_median_per_round"): per_round,
         "shipped_pair": (
             "all baseline and all treatment steps of one profiler session (blocks of "
-            f"{args.block_steps} steps, phases interleaved over {args.rounds} rounds)"
+            f"{args.block_steps} steps, phases interleaved over {args.rounds} rounds"
+            + (f", {args.settle_steps} untimed settle steps before each block)" if args.settle_steps else ")")
             if single
             else "round 0 (baseline then treatment, after one discarded warm-up phase)"
         ),
