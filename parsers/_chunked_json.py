@@ -436,12 +436,14 @@ class ArrayChunks:
                     buf = self._strip_head(buf)
         yield from self._finish(buf, blocks, eof, scan, decode, fn)
 
-    def _check_element(self, buf: bytearray, scan: _Scan) -> None:
-        if len(buf) > self.max_element + self.chunk_bytes:
+    def _check_element(self, buf: bytearray, scan: _Scan, end: int | None = None) -> None:
+        """The open element (from the last separator, or the head) must stay under the cap."""
+        start = scan.comma if scan.comma > 0 else 0
+        if (len(buf) if end is None else end) - start > self.max_element + 2:
             raise InputError(
                 self.path,
                 f"refused: an element of {self.key!r} spans more than "
-                f"{size_text(self.max_element)} (from byte {self.offset + 1:,}); no profiler "
+                f"{size_text(self.max_element)} (from byte {self.offset + start + 1:,}); no profiler "
                 "writes events that large: not a trace",
             )
 
@@ -649,6 +651,7 @@ class ArrayChunks:
             self.total_bytes += len(block)
             _append(buf, block, scan)
         end = scan.closed
+        self._check_element(buf, scan, end)
         mv = memoryview(buf)
         try:
             result = decode(mv[: end + 1])
