@@ -542,7 +542,7 @@ class ArrayChunks:
             if buf.startswith(_BOM):  # a UTF-8 byte-order mark (Windows editors write one)
                 del buf[:3]
                 self.offset += 3
-            if not buf.strip(_WS) and len(buf) > 1 << 16:  # leading blanks: not kept
+            if len(buf) > 1 << 16 and _NONWS.search(buf) is None:  # leading blanks: not kept
                 self.offset += len(buf)
                 buf.clear()
                 pos = 0
