@@ -222,7 +222,7 @@ def open_regular(path: Path, what: str = "a trace file"):  # type: ignore[no-unt
         fd = os.open(path, flags)
     except FileNotFoundError:
         why = special_file(path) or "no such file"
-        raise InputError(path, f"{why}: not {what}") from None
+        raise InputError(path, f"cannot read: {why}") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
