@@ -58,6 +58,8 @@ _FIRST_CHUNK = 1 << 20
 _MIN_CHUNK = 64 << 10
 #: An exact scan stays on while the open element already spans this much (else it restarts).
 _KEEP_SCAN = 1 << 20
+#: Deepest nesting the exact scan follows (a trace nests 4-6 levels; msgspec stops near 1,000).
+_MAX_DEPTH = 512
 _WS = b" \t\r\n"
 _LEAD = re.compile(rb"[ \t\r\n]*(\S)")
 _BOM = b"\xef\xbb\xbf"
@@ -288,6 +290,9 @@ class _Scan:
                         break
             elif c == 0x7B or c == 0x5B:  # '{' '['
                 depth += 1
+                if depth > _MAX_DEPTH:
+                    self.pos, self.depth, self.in_str, self.comma = pos, depth, in_str, comma
+                    raise RecursionError("JSON nested too deeply")
             else:  # '}' ']'
                 depth -= 1
                 if depth == 0:

@@ -46,6 +46,7 @@ CASES = [
     ("huge_header", 70, True),
     ("huge_tail", 70, True),
     ("deep_nesting", 1, True),
+    ("deep_nesting", 20, True),  # campaign-hostile cases 3249, 3499: 147 s, then killed
     ("csv_rows_gz", 16, False),
     ("csv_tiny_rows", 8, True),
     ("csv_long_line", 4, True),
@@ -137,6 +138,18 @@ def test_one_element_is_capped(tmp_path: Path) -> None:
         list(
             ArrayChunks(p, chunk_bytes=256 << 10, max_element=1 * MiB).map(msgspec.json.decode, len)
         )
+
+
+def test_deep_nesting_is_refused_by_the_scan_at_once(tmp_path: Path) -> None:
+    # found by the campaign: 16 M nested brackets were scanned one token at a time (147 s)
+    import time
+
+    p = tmp_path / "deep.json"
+    shapes.deep_nesting(p, 20 * MiB, random.Random(1))
+    t0 = time.perf_counter()
+    with pytest.raises(InputError, match="nested too deeply"):
+        list(ArrayChunks(p).map(msgspec.json.decode, len, len))
+    assert time.perf_counter() - t0 < 10
 
 
 def test_small_events_get_small_chunks(tmp_path: Path) -> None:
