@@ -60,7 +60,7 @@ MAX_LINE_BYTES = 1 << 20
 #: Fewest bytes of text per event, on average, that a trace may have (checked from 50,000 on).
 MIN_EVENT_BYTES = 16
 #: Fewest bytes per row, on average, that a CSV report may have (checked from 50,000 rows on).
-MIN_ROW_BYTES = 24
+MIN_ROW_BYTES = 40
 #: Events decoded at once (a chunk of the array holds at most about this many).
 MAX_EVENTS_PER_CHUNK = 100_000
 
@@ -222,7 +222,7 @@ def open_regular(path: Path, what: str = "a trace file"):  # type: ignore[no-unt
         fd = os.open(path, flags)
     except FileNotFoundError:
         why = special_file(path) or "no such file"
-        raise InputError(path, f"{why}: not {what}") from None
+        raise InputError(path, f"cannot read: {why}") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     try:
@@ -241,7 +241,7 @@ def open_regular(path: Path, what: str = "a trace file"):  # type: ignore[no-unt
 #: Interpreter, libraries and a few chunks in flight.
 MEMORY_BASE = int(0.35 * (1 << 30))
 #: Peak bytes per byte of uncompressed input, for the densest input that is read.
-MEMORY_FACTOR = 6.0
+MEMORY_FACTOR = 8.0
 
 
 def memory_bound(uncompressed: int) -> int:

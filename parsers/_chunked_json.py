@@ -58,6 +58,8 @@ _FIRST_CHUNK = 1 << 20
 _MIN_CHUNK = 64 << 10
 #: An exact scan stays on while the open element already spans this much (else it restarts).
 _KEEP_SCAN = 1 << 20
+#: Deepest nesting the exact scan follows (a trace nests 4-6 levels; msgspec stops near 1,000).
+_MAX_DEPTH = 512
 _WS = b" \t\r\n"
 _LEAD = re.compile(rb"[ \t\r\n]*(\S)")
 _BOM = b"\xef\xbb\xbf"
@@ -288,6 +290,9 @@ class _Scan:
                         break
             elif c == 0x7B or c == 0x5B:  # '{' '['
                 depth += 1
+                if depth > _MAX_DEPTH:
+                    self.pos, self.depth, self.in_str, self.comma = pos, depth, in_str, comma
+                    raise RecursionError("JSON nested too deeply")
             else:  # '}' ']'
                 depth -= 1
                 if depth == 0:
@@ -436,12 +441,14 @@ class ArrayChunks:
                     buf = self._strip_head(buf)
         yield from self._finish(buf, blocks, eof, scan, decode, fn)
 
-    def _check_element(self, buf: bytearray, scan: _Scan) -> None:
-        if len(buf) > self.max_element + self.chunk_bytes:
+    def _check_element(self, buf: bytearray, scan: _Scan, end: int | None = None) -> None:
+        """The open element (from the last separator, or the head) must stay under the cap."""
+        start = scan.comma if scan.comma > 0 else 0
+        if (len(buf) if end is None else end) - start > self.max_element + 2:
             raise InputError(
                 self.path,
                 f"refused: an element of {self.key!r} spans more than "
-                f"{size_text(self.max_element)} (from byte {self.offset + 1:,}); no profiler "
+                f"{size_text(self.max_element)} (from byte {self.offset + start + 1:,}); no profiler "
                 "writes events that large: not a trace",
             )
 
@@ -540,7 +547,7 @@ class ArrayChunks:
             if buf.startswith(_BOM):  # a UTF-8 byte-order mark (Windows editors write one)
                 del buf[:3]
                 self.offset += 3
-            if not buf.strip(_WS) and len(buf) > 1 << 16:  # leading blanks: not kept
+            if len(buf) > 1 << 16 and _NONWS.search(buf) is None:  # leading blanks: not kept
                 self.offset += len(buf)
                 buf.clear()
                 pos = 0
@@ -649,6 +656,7 @@ class ArrayChunks:
             self.total_bytes += len(block)
             _append(buf, block, scan)
         end = scan.closed
+        self._check_element(buf, scan, end)
         mv = memoryview(buf)
         try:
             result = decode(mv[: end + 1])

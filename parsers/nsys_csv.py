@@ -195,7 +195,7 @@ def _header_skip(path: Path, first: bytes) -> int:
 
 def _check_density(path: Path, rows: int, n_bytes: int) -> None:
     """Rows per byte: a report whose rows average fewer than ``MIN_ROW_BYTES`` bytes is not
-    one ``nsys stats`` writes (its API rows take 40 bytes or more), and would cost memory far
+    one ``nsys stats`` writes (its API rows take 45 bytes or more), and would cost memory far
     beyond its size (each row becomes an event of about 100 bytes): refused early."""
     if rows >= 50_000 and n_bytes < limits.MIN_ROW_BYTES * rows:
         raise InputError(
@@ -248,7 +248,7 @@ def _read_report(
     if header is None:
         raise InputError(path, "empty file")
     try:
-        return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+        return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
     except _POLARS_ERRORS as exc:
         raise _csv_error(path, exc) from None
 
