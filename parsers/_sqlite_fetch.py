@@ -317,8 +317,13 @@ def _decode(blobs: pl.Series) -> pl.Series:
         return pl.Series(blobs.name, values, _STR)
 
 
+#: The column :func:`read_part` adds: each row's hash over the columns read (duplicates).
+ROW_HASH = "__row_hash"
+
+
 def read_part(reader: _Reader, query: Query, part: Part) -> pl.DataFrame:
-    """One part of a table, every wanted column typed as the query says (missing: null)."""
+    """One part of a table, every wanted column typed as the query says (missing: null), and
+    :data:`ROW_HASH` (computed here, in the reading thread)."""
     lo, hi = part
     try:
         df = reader.frame(query.sql(lo, hi))
@@ -332,10 +337,16 @@ def read_part(reader: _Reader, query: Query, part: Part) -> pl.DataFrame:
         text = reader.frame(query.text_sql(col, lo, hi))
         text = text.select(pl.col("__rid").cast(_I64), _decode(text[col]).alias(col))
         df = df.join(text, on="__rid", how="left", maintain_order="left")
-    return df.select(
+    df = df.select(
         pl.col(c) if c in df.columns else pl.lit(None, dtype).alias(c)
         for c, dtype in query.schema.items()
     )
+    return df.with_columns(df.hash_rows().alias(ROW_HASH))
+
+
+def _fetch_hashed(con: sqlite3.Connection, query: Query) -> pl.DataFrame:
+    df = fetch(con, query.plain_sql(), query.schema)
+    return df.with_columns(df.hash_rows().alias(ROW_HASH))
 
 
 # --------------------------------------------------------------------------------------------
@@ -417,7 +428,7 @@ def table_parts(
         rows += n
         if parts is None:  # no rowid to cut by or to join text on: sqlite3, whole
             local.add(len(jobs))
-            jobs.append((q.table, functools.partial(fetch, con, q.plain_sql(), q.schema)))
+            jobs.append((q.table, functools.partial(_fetch_hashed, con, q)))
             continue
         jobs += [(q.table, functools.partial(read_part, reader, q, p)) for p in parts]
     parallel = n_workers > 1 and rows >= PARALLEL_MIN_ROWS and len(jobs) > 1
