@@ -94,6 +94,14 @@ def _wrap(text: str, width: int = 88) -> list[str]:
     return [*lines, cur] if cur else lines
 
 
+def _two_lines(label: str, width: int = 12) -> str:
+    """A category label broken at a space so that neighbouring labels do not run together."""
+    if len(label) <= width or " " not in label:
+        return label
+    cut = min((i for i, c in enumerate(label) if c == " "), key=lambda i: abs(i - len(label) / 2))
+    return label[:cut] + "<br>" + label[cut + 1 :]
+
+
 def _layout(fig: go.Figure, title: str, measured: str, **kw: Any) -> go.Figure:
     lines = _wrap(measured)
     if "height" in kw:
@@ -104,6 +112,11 @@ def _layout(fig: go.Figure, title: str, measured: str, **kw: Any) -> go.Figure:
             "subtitle": {"text": "<br>".join(lines)},
             "x": 0.01,
             "xanchor": "left",
+            # pinned to the top: a taller margin (panel titles) must not move the title down
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": 14},
         },
         template="plotly_white",
         font=_FONT,
@@ -249,7 +262,7 @@ def delta_waterfall(report: Any) -> go.Figure:
     parts.append(("unattributed", report.unattributed_ns_per_step))
     total = sum(ns for _, ns in parts)
     div, unit = time_unit([abs(ns) for _, ns in parts] + [abs(total)])
-    labels = [mechanism_label(m) for m, _ in parts] + ["delta per step"]
+    labels = [_two_lines(mechanism_label(m)) for m, _ in parts] + ["delta per step"]
     values = [ns / div for _, ns in parts] + [total / div]
     texts = [fmt_ns(ns, True) for _, ns in parts] + [fmt_ns(total, True)]
     fig = go.Figure(
@@ -268,8 +281,8 @@ def delta_waterfall(report: Any) -> go.Figure:
         )
     )
     measured = (
-        f"the delta ({truth.delta_text(report)}, {esc(truth.delta_basis(report))}) split into "
-        "mechanisms; the parts add up to it"
+        f"the delta, {truth.delta_text(report)}, split into mechanisms; the parts add up to it "
+        f"· delta = {esc(truth.delta_basis(report))}"
         + (
             " · ~0: "
             + ", ".join(f"{mechanism_label(a.mechanism)} {fmt_ns(a.ns_per_step)}" for a in small)

@@ -150,12 +150,21 @@ def table(
     Column headers drop the unit suffix the cells now show (``latency_ns`` -> ``latency``).
     ``keys`` maps a column to the key its values are formatted by (default: the column)."""
     cols = list(columns or dict.fromkeys(k for r in rows for k in r))
-    keys = keys or {}
-    head = html.Thead(html.Tr([html.Th(quantity_label(c)) for c in cols]))
-    body = html.Tbody(
-        [html.Tr([html.Td(cell(keys.get(c, c), r.get(c))) for c in cols]) for r in rows]
-    )
+    keys = dict(keys or {})
+    names = {}
+    for c in cols:
+        base, _, run = str(c).partition(":")  # a column spread from a run dict (_flat_rows)
+        names[c] = f"{quantity_label(base)} ({run})" if run else quantity_label(base)
+        keys.setdefault(c, base)
+    head = html.Thead(html.Tr([html.Th(names[c]) for c in cols]))
+    body = html.Tbody([html.Tr([html.Td(cell(keys[c], r.get(c))) for c in cols]) for r in rows])
     return html.Table([head, body], className="table")
+
+
+def _unit_key(key: str, parent: str) -> str:
+    """The key a nested value is formatted by: its own when it names a unit, else its parent's
+    (``median_ns: {baseline: 799}`` formats 799 as a duration)."""
+    return key if quantity_label(key) != str(key).replace("_", " ") else parent
 
 
 def cell(key: str, v: Any) -> str:
@@ -163,7 +172,7 @@ def cell(key: str, v: Any) -> str:
     if isinstance(v, Mapping):
         if _has_pcts(v):
             return _pcts(key, v)
-        return ", ".join(f"{quantity_label(k)} {cell(k, x)}" for k, x in v.items())
+        return ", ".join(f"{quantity_label(k)} {cell(_unit_key(k, key), x)}" for k, x in v.items())
     if isinstance(v, (list, tuple)):
         return ", ".join(cell(key, x) for x in v)
     return fmt_value(key, v)
@@ -250,8 +259,16 @@ def evidence_block(ev: Mapping[str, Any]) -> html.Div:
             rows = [{"name": str(k), **x} for k, x in v.items()]
             tables += [html.H4(label), table(rows)]
         elif isinstance(v, Mapping):
-            rows = [{"quantity": quantity_label(k), "value": cell(k, x)} for k, x in v.items()]
-            tables += [html.H4(label), text_table(rows)]
+            subs = {k: x for k, x in v.items() if _rows(x)}
+            rows = [
+                {"quantity": quantity_label(k), "value": cell(_unit_key(k, key), x)}
+                for k, x in v.items()
+                if k not in subs
+            ]
+            if rows:
+                tables += [html.H4(label), text_table(rows)]
+            for k, x in subs.items():
+                tables += [html.H4(f"{label}: {quantity_label(k)}"), table(_flat_rows(x))]
         else:
             facts.append({"quantity": label, "value": cell(key, v)})
     body: list[Any] = []
@@ -260,6 +277,28 @@ def evidence_block(ev: Mapping[str, Any]) -> html.Div:
     if facts:
         body += [html.H4("Facts"), text_table(facts)]
     return html.Div([*body, *tables], className="evidence")
+
+
+def _rows(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(r, Mapping) for r in v)
+
+
+def _flat_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with run dicts spread into columns: ``median_ns: {baseline, treatment}`` becomes
+    ``median_ns baseline`` / ``median_ns treatment`` (each formatted as a duration)."""
+    out = []
+    for r in rows:
+        flat: dict[str, Any] = {}
+        for k, x in r.items():
+            if _is_runs(x) and not any(
+                isinstance(x[s], Mapping) for s in ("baseline", "treatment")
+            ):
+                for run in ("baseline", "treatment"):
+                    flat[f"{k}:{run}"] = x[run]
+            else:
+                flat[k] = x
+        out.append(flat)
+    return out
 
 
 def text_table(rows: Sequence[Mapping[str, Any]]) -> html.Table:

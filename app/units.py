@@ -77,6 +77,8 @@ def fmt_value(key: str, v: object) -> str:
             return bandwidth(v)
         if k in ("latency", "toll") or k.endswith(("_ns_per_call", "_ns_per_launch")):
             return duration(v)
+        if "bytes" in k and not k.endswith(("per_s", "per_sec", "_per_second")):
+            return size(v)
     return quantity(key, v)
 
 

@@ -225,7 +225,7 @@ def serve(conn: Any, max_pairs: int, idle_s: float = 600.0) -> None:
     from ccdiag.errors import InputError
 
     pairs: OrderedDict[tuple[str, str], Any] = OrderedDict()
-    ops = {"analyse": _analyse, "timeline": _timeline, "annotate": _annotate}
+    ops = {"analyse": _analyse, "timeline": _timeline, "annotate": _annotate, "sleep": _sleep}
     while True:
         try:
             if not conn.poll(idle_s):
@@ -255,6 +255,12 @@ def serve(conn: Any, max_pairs: int, idle_s: float = 600.0) -> None:
 
             traceback.print_exc(file=sys.stderr)
             conn.send(("error", f"analysis failed ({type(exc).__name__}): {exc}"))
+
+
+def _sleep(pairs: OrderedDict, max_pairs: int, progress: Any, seconds: float) -> float:
+    """Hold the worker for ``seconds`` (a request that only waits: the tests' stuck analysis)."""
+    time.sleep(seconds)
+    return seconds
 
 
 def _load(path: Path, i: int, progress: Callable[..., None]) -> Any:

@@ -217,7 +217,7 @@ def test_the_timeline_shows_one_aligned_step_of_both_runs(page: Any, server: str
     graph = page.locator("#timeline-graph .js-plotly-plot")
     graph.wait_for()
     sync_api.expect(graph).to_contain_text("main thread: gap before launch")
-    sync_api.expect(graph).to_contain_text("treatment (CC on) · step")
+    sync_api.expect(graph).to_contain_text("treatment (CC on) · aligned step")
     sync_api.expect(page.locator("#timeline-info")).to_contain_text("Kernel launch toll")
     shot(page, "timeline_decode_eager")
 

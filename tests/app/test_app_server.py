@@ -295,17 +295,29 @@ def test_a_failed_analysis_clears_the_verdict_and_shows_a_banner(tmp_path: Path)
     app.ccdiag_analyses.close()
 
 
-def test_jobs_queue_in_order_and_a_stuck_one_can_be_cancelled(tmp_path: Path) -> None:
-    # arrange: a trace that never finishes reading (a FIFO nobody writes to) blocks the worker
-    import os
+def _stuck(analyses: Any, tmp_path: Path) -> Path:
+    """A trace whose analysis never ends: the worker is asked to wait instead of parsing it."""
+    path = tmp_path / "stuck.json"
+    path.write_text('{"traceEvents": []}')
+    real = analyses.worker.call
 
+    def call(op: str, *args: Any, **kw: Any) -> Any:
+        if op == "analyse" and Path(args[0]).name == "stuck.json":
+            return real("sleep", 3600, **kw)
+        return real(op, *args, **kw)
+
+    analyses.worker.call = call
+    return path
+
+
+def test_jobs_queue_in_order_and_a_stuck_one_can_be_cancelled(tmp_path: Path) -> None:
+    # arrange: an analysis that never ends holds the worker (child process)
     from ccdiag.app.jobs import Analyses
     from ccdiag.app.sources import Source
 
-    fifo = tmp_path / "baseline.json"
-    os.mkfifo(fifo)
     analyses = Analyses()
-    stuck = analyses.submit(Source("stuck", "stuck", "dir", fifo, fifo))
+    stuck_file = _stuck(analyses, tmp_path)
+    stuck = analyses.submit(Source("stuck", "stuck", "dir", stuck_file, stuck_file))
     b, t = (SAMPLES / "async_readback" / f"{s}.json.gz" for s in ("baseline", "treatment"))
     waiting = analyses.submit(Source("next", "next", "dir", b, t))
     end = time.monotonic() + 60
@@ -327,15 +339,12 @@ def test_jobs_queue_in_order_and_a_stuck_one_can_be_cancelled(tmp_path: Path) ->
 
 
 def test_a_queued_job_can_be_cancelled_before_it_runs(tmp_path: Path) -> None:
-    import os
-
     from ccdiag.app.jobs import Analyses
     from ccdiag.app.sources import Source
 
-    fifo = tmp_path / "baseline.json"
-    os.mkfifo(fifo)
     analyses = Analyses()
-    stuck = analyses.submit(Source("stuck", "stuck", "dir", fifo, fifo))
+    stuck_file = _stuck(analyses, tmp_path)
+    stuck = analyses.submit(Source("stuck", "stuck", "dir", stuck_file, stuck_file))
     b, t = (SAMPLES / "async_readback" / f"{s}.json.gz" for s in ("baseline", "treatment"))
     queued = analyses.submit(Source("q", "q", "dir", b, t))
     assert analyses.cancel(queued.id)
@@ -345,16 +354,13 @@ def test_a_queued_job_can_be_cancelled_before_it_runs(tmp_path: Path) -> None:
 
 
 def test_an_analysis_past_its_time_limit_is_ended(tmp_path: Path) -> None:
-    import os
-
     from ccdiag.app.jobs import Analyses
     from ccdiag.app.sources import Source
     from ccdiag.app.worker import Limits
 
-    fifo = tmp_path / "baseline.json"
-    os.mkfifo(fifo)
     analyses = Analyses(limits=Limits(timeout_s=3))
-    job = analyses.submit(Source("slow", "slow", "dir", fifo, fifo))
+    stuck_file = _stuck(analyses, tmp_path)
+    job = analyses.submit(Source("slow", "slow", "dir", stuck_file, stuck_file))
     end = time.monotonic() + 60
     while job.state not in ("done", "error") and time.monotonic() < end:
         time.sleep(0.1)
