@@ -218,6 +218,8 @@ def test_no_plus_minus_in_verdicts_of_faster_treatments() -> None:
     # the engine's verdict line for a negative delta (a whole report, not only the CLI)
     r = api.diagnose(T, B)
     assert r.step_ns.delta < 0 and "+-" not in r.verdict and "(-" in r.verdict
+    for fmt in ("md", "json"):  # (the HTML report embeds plotly.js, whose code has '+-')
+        assert "+-" not in api.render_report(r, fmt)
 
 
 def _cited_files(text: str) -> set[str]:
