@@ -137,6 +137,11 @@ def prediction_schema() -> dict[str, Any]:
 # --------------------------------------------------------------------------------- the context
 
 
+def _num(x: object, default: float = 0.0) -> float:
+    """A polars scalar (a median: a number or None) as a float."""
+    return float(x) if isinstance(x, (int, float)) else default
+
+
 @dataclass
 class _Ctx:
     """The CC-off trace as the replay sees it, plus the per-row facts the costs need."""
@@ -303,7 +308,7 @@ def _context(trace: Trace) -> _Ctx:
         uv = uv.with_columns(_steps_of(trace, uv["start_ns"], uv["rank"]).alias("step"))
     ctx_row = context_call(calls, gpu)
     launches = calls.filter(pl.col("cls") == "launch")["dur_ns"]
-    enqueue = int(launches.median() or 5_000) if launches.len() else 5_000
+    enqueue = int(_num(launches.median(), 5_000)) if launches.len() else 5_000
     world = trace.meta.world_size or max(len(trace.meta.ranks), 1)
     return _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue)
 
@@ -503,7 +508,7 @@ class _Replayer:
         self.keep: tuple[frozenset[str], str, str | None] | None = None
         self.kept: Trace | None = None
         st = ctx.trace.steps
-        self.base = float(st["dur_ns"].median() or 0) if st.height else 0.0
+        self.base = _num(st["dur_ns"].median()) if st.height else 0.0
 
     def step(self, on: frozenset[str], end: str = "value", fix: str | None = None) -> float:
         key = (on, end, fix)
@@ -513,7 +518,7 @@ class _Replayer:
             else:
                 inj, rc = _costs(self.ctx, on, self.platform.at(end), fix)  # type: ignore[arg-type]
                 out = replay(self.ctx.trace, inj, self.ctx.threads, costs=rc)
-                self.cache[key] = float(out.steps["dur_ns"].median() or 0)
+                self.cache[key] = _num(out.steps["dur_ns"].median())
                 if key == self.keep:
                     self.kept = out
         return self.cache[key]
@@ -525,7 +530,8 @@ def _shapley(players: list[str], f: Callable[[frozenset[str]], float]) -> dict[s
     if n == 0:
         return {}
     if n > MAX_EXACT_PLAYERS:
-        out, on = {}, frozenset()
+        out: dict[str, float] = {}
+        on: frozenset[str] = frozenset()
         for p in players:
             nxt = on | {p}
             out[p] = f(nxt) - f(on)
@@ -686,7 +692,7 @@ def _cc_warnings(trace: Trace, ctx: _Ctx) -> list[str]:
         & ((pl.col("src_mem") == "managed") | (pl.col("dst_mem") == "managed"))
     )
     bulk = hc.filter(pl.col("bytes").fill_null(0) >= BULK_BYTES)
-    gbps = float((bulk["bytes"] / bulk["dur_ns"].clip(1)).median() or 0) if bulk.height else None
+    gbps = _num((bulk["bytes"] / bulk["dur_ns"].clip(1)).median()) if bulk.height else None
     if relabel.height and hc.height and relabel.height >= 0.5 * hc.height:
         out.append(
             f"{relabel.height} of {hc.height} host copies are labelled device-to-device with a "

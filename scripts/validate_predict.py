@@ -321,7 +321,11 @@ def readme_section(results: dict[str, list[dict[str, Any]]]) -> str:
             if skipping and (ln.startswith("**") or ln.startswith("#")):
                 skipping = False
             if not skipping:
-                keep.append(ln.replace("## ", "#### ", 1) if ln.startswith("## ") else ln)
+                for hashes, deeper in (("### ", "##### "), ("## ", "#### ")):
+                    if ln.startswith(hashes):
+                        ln = deeper + ln[len(hashes) :]
+                        break
+                keep.append(ln)
         lines += ["", *keep]
     return "\n".join(lines).rstrip()
 

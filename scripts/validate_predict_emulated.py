@@ -220,9 +220,9 @@ def _unprofiled(rows: list[dict[str, Any]], by: dict[str, dict[str, Any]]) -> li
         "The samples that also carry step times measured *without* a profiler (3 interleaved "
         "rounds × 50 steps, same workload and emulation). A profiled trace carries the "
         "profiler's host overhead (~30-40 µs per launch on the H200); the prediction takes it "
-        "out with the *CC-off* unprofiled step alone (`--unprofiled-step-ms`: host gaps and "
-        "launch calls scaled by one factor so the CC-off replay matches it), then adds the CC "
-        "costs.",
+        "out with the *CC-off* unprofiled step alone (`--unprofiled-step-ms`: launch calls "
+        "shrunk toward 2 µs, then host gaps, until the CC-off replay is within 3 % of it; a "
+        "GPU-bound step keeps its host gaps), then adds the CC costs.",
         "",
         f"**Step time: {hit} of {len(un)} within ±{int(STEP_TARGET * 100)} %.**",
         "",
