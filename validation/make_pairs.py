@@ -337,7 +337,9 @@ def repeated_runs(raws: list[Path], out: Path, workload: str = "decode_eager") -
             meta = json.loads((src / f"{side}.meta.json").read_text())
             meta.pop("emulator_counters", None)
             meta["run"] = k
-            meta["shipped_steps"] = f"the first {len(steps)} of {meta.get('profiled_steps')} profiled steps"
+            meta["shipped_steps"] = (
+                f"the first {len(steps)} of {meta.get('profiled_steps')} profiled steps"
+            )
             (d / f"{side}_run{k}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         gt = json.loads((src / "ground_truth.json").read_text())
         runs[f"run{k}"] = {
@@ -369,13 +371,21 @@ def repeated_runs(raws: list[Path], out: Path, workload: str = "decode_eager") -
 
 #: workload id -> (label, CC-off trace the prediction starts from, id of the unfixed workload)
 TIMING = {
-    "decode_eager": ("decode eager (ccdiag's TinyDecoder)", "repeated_runs/decode_eager/baseline_run1.json.gz", None),
+    "decode_eager": (
+        "decode eager (ccdiag's TinyDecoder)",
+        "repeated_runs/decode_eager/baseline_run1.json.gz",
+        None,
+    ),
     "decode_graph": (
         "decode CUDA graph (fix: graph capture of the eager decode)",
         "../sample_traces/decode_graph/baseline.json.gz",
         "decode_eager",
     ),
-    "kv_offload": ("KV offload (8 x 1 MiB blocks each way per step)", "kv_offload_gpu/baseline.json.gz", None),
+    "kv_offload": (
+        "KV offload (8 x 1 MiB blocks each way per step)",
+        "kv_offload_gpu/baseline.json.gz",
+        None,
+    ),
     "kv_offload_batched": (
         "KV offload, one 8 MiB block each way (fix: bigger copy batch)",
         None,
@@ -386,7 +396,11 @@ TIMING = {
         None,
         "kv_offload",
     ),
-    "serve_graph_async": ("serving loop, CUDA graph, async readback", "serve_graph_async/baseline.json.gz", None),
+    "serve_graph_async": (
+        "serving loop, CUDA graph, async readback",
+        "serve_graph_async/baseline.json.gz",
+        None,
+    ),
     "serve_graph_drain": (
         "serving loop, CUDA graph, drain-worker readback (fix: drain thread)",
         "serve_graph_drain/baseline.json.gz",
@@ -397,7 +411,11 @@ TIMING = {
         "serve_graph_sync/baseline.json.gz",
         "serve_graph_async",
     ),
-    "serve_eager_async": ("serving loop, eager, async readback", "serve_eager_async/baseline.json.gz", None),
+    "serve_eager_async": (
+        "serving loop, eager, async readback",
+        "serve_eager_async/baseline.json.gz",
+        None,
+    ),
     "hf_generate": ("HF generate() Llama, eager", "hf_generate_llama/baseline.json.gz", None),
     "tv_train": (
         "torchvision ResNet-18 training, pinned DataLoader (10 untimed settle steps per block)",
@@ -442,9 +460,7 @@ def measured(raws: list[Path], out: Path) -> None:
             "injected_ns_per_step": t["injected_ns_per_step"],
             "shim_per_step_median": t["phases"]["treatment"]["shim_per_step_median"],
             "step_ns_median_per_block": t["step_ns_median_per_block"],
-            "step_ns_mean_per_block": {
-                ph: _block_means(t, ph, 10) for ph in t["phases"]
-            },
+            "step_ns_mean_per_block": {ph: _block_means(t, ph, 10) for ph in t["phases"]},
             "cc_off_trace": (f"validation/{trace}" if not trace.startswith("..") else trace[3:])
             if trace
             else None,

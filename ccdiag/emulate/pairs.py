@@ -394,7 +394,10 @@ def subset_phases(mechs: list[str]) -> list[tuple[str, list[str]]]:
 
 
 def shapley(
-    times: dict[str, list[int]], phases: list[tuple[str, list[str]]], mechs: list[str], seed: int = 0
+    times: dict[str, list[int]],
+    phases: list[tuple[str, list[str]]],
+    mechs: list[str],
+    seed: int = 0,
 ) -> dict[str, Any] | None:
     """Shapley values of the mechanisms over the medians of every subset's phase, with a
     bootstrap 95 % CI (each phase's steps resampled). None unless every subset was measured."""
@@ -404,7 +407,9 @@ def shapley(
     by_set = {frozenset(on): name for name, on in phases}
     by_set.setdefault(frozenset(), "baseline")
     k = len(mechs)
-    if any(frozenset(c) not in by_set for r in range(k + 1) for c in itertools.combinations(mechs, r)):
+    if any(
+        frozenset(c) not in by_set for r in range(k + 1) for c in itertools.combinations(mechs, r)
+    ):
         return None
 
     def values(med: dict[frozenset, float]) -> dict[str, float]:
@@ -424,7 +429,9 @@ def shapley(
     rng = random.Random(seed)
     boots: dict[str, list[float]] = {m: [] for m in mechs}
     for _ in range(1000):
-        bm = {s: statistics.median(rng.choices(times[n], k=len(times[n]))) for s, n in by_set.items()}
+        bm = {
+            s: statistics.median(rng.choices(times[n], k=len(times[n]))) for s, n in by_set.items()
+        }
         for m, v in values(bm).items():
             boots[m].append(v)
     return {
@@ -619,7 +626,11 @@ def write_truth(
         "shipped_pair": (
             "all baseline and all treatment steps of one profiler session (blocks of "
             f"{args.block_steps} steps, phases interleaved over {args.rounds} rounds"
-            + (f", {args.settle_steps} untimed settle steps before each block)" if args.settle_steps else ")")
+            + (
+                f", {args.settle_steps} untimed settle steps before each block)"
+                if args.settle_steps
+                else ")"
+            )
             if single
             else "round 0 (baseline then treatment, after one discarded warm-up phase)"
         ),
