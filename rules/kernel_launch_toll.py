@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import polars as pl
 from ccdiag.rules import _expr as ex
+from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag.schema import Kind
@@ -72,7 +73,7 @@ class KernelLaunchToll(Rule):
         clean_ratio: float = opt(1.05, "Control ratio up to which host code counts as not slower.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.op_mode:
+        if ctx.host_only:
             return self._host_only(ctx)
         lb, lt = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
         if lb.height == 0 or lt.height == 0:
@@ -113,7 +114,46 @@ class KernelLaunchToll(Rule):
         tolls = {k[1]: fit["toll_ns"] for k, fit in found.items()}
         return self.fired(pl.concat(cl), summary, ev, conf, launches=n, graphs=graphs, tolls=tolls)
 
+    # ----------------------------------------------------------------- host-only branches
+
     def _host_only(self, ctx: RuleContext) -> Outcome:
+        """Host-only treatment: from cpu_ops (``op_mode``) or from the API trace."""
+        return self._host_only_ops(ctx) if ctx.op_mode else self._host_only_api(ctx)
+
+    def _host_only_api(self, ctx: RuleContext) -> Outcome:
+        """No GPU trace in the treatment: each launch API's growth per call, read off the API
+        trace (``rules/_host_only.launch_tolls``); the host path is the critical path."""
+        lt = hx.launch_tolls(ctx)
+        if not lt["by_api"]:
+            return Outcome.clean("no kernel launches on the main thread")
+        toll, per = lt["kernel_toll_ns"], lt["claims"]
+        d = float(per["ns"].mean() or 0)
+        kl = ex.is_kernel_launch()
+        lb, lt_rows = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
+        n = int(ex.per_step_median(lt_rows, kl.sum()))
+        if toll < self.options.min_toll_ns:
+            return Outcome.clean(
+                f"kernel launch calls grew {toll:.0f} ns each (host-only: from the API trace)"
+            )
+        graphs = int(ex.per_step_median(lt_rows, ex.is_graph_launch().sum()))
+        ev = {
+            "method": (
+                "host-only (no GPU trace in the treatment): growth of each launch API's mean "
+                "call time x its calls; memsets and other submissions get at most the "
+                "kernel-launch toll per call (what they grew beyond it is not a launch toll)"
+            ),
+            "launches_per_step": ex.both(lambda x: int(ex.per_step_median(x, kl.sum())), lb,
+                                         lt_rows),
+            "toll_per_kernel_launch_ns": int(toll),
+            "by_api": lt["by_api"],
+            "claimed_ns_per_step": int(d),
+            "published": "B200 3.45 -> 15.7 us per launch; H100 (ISPASS) 4.9 -> 10.0 us median",
+        }  # fmt: skip
+        summary = f"{n} launches/step, ~{toll / 1e3:.1f} us more per launch call (API trace)"
+        cl = claims(per, "launch_api", "ns")
+        return self.fired(cl, summary, ev, "low", launches=n, graphs=graphs, tolls={})
+
+    def _host_only_ops(self, ctx: RuleContext) -> Outcome:
         led, b = ctx.ledger, ctx.pair.baseline
         api = b.trace.events.filter(pl.col("kind").is_in(ex.API_KINDS) & ex.is_kernel_launch())
         per_step = api.height / max(b.windows.height, 1)
