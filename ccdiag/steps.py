@@ -311,8 +311,10 @@ def _find_anchor(seq: pl.DataFrame) -> tuple[str, dict[str, int]] | None:
     rng = np.random.default_rng(12345)
     hashes = rng.integers(1, np.iinfo(np.int64).max, size=int(codes.max()) + 1, dtype=np.int64)
     h = hashes[codes].astype(np.uint64)
-    vc = names.value_counts(sort=True, name="n").filter(
-        (pl.col("n") >= 3) & (pl.col("n") * 2 <= n)
+    vc = (
+        names.value_counts(name="n")
+        .filter((pl.col("n") >= 3) & (pl.col("n") * 2 <= n))
+        .sort(["n", "name"], descending=[True, False])
     )
     if vc.is_empty():
         return None
@@ -322,9 +324,8 @@ def _find_anchor(seq: pl.DataFrame) -> tuple[str, dict[str, int]] | None:
             st = _anchor_stats(codes, h, code_of[name])
             if st is not None:
                 return name, st
-    boundary = set(
-        names.unique().filter(names.unique().str.contains(BOUNDARY_OPS)).to_list()
-    )
+    distinct = names.unique()
+    boundary = set(distinct.filter(distinct.str.contains(BOUNDARY_OPS)).to_list())
     if not boundary:
         return None
     bcodes = {code_of[b] for b in boundary}

@@ -509,8 +509,10 @@ def _events(
     if api is None:
         warnings.append(f"{s.name}: no cuda_api_trace report: GPU activity only, no host API calls")
     if "gpu_trace" not in s.files:
-        warnings.append(
-            f"{s.name}: no cuda_gpu_trace report: host API calls only; kernel and copy times "
-            "are unknown"
+        known = (
+            "kernel times only as totals per name (cuda_gpu_kern_sum), copy times unknown"
+            if "kern_sum" in s.files
+            else "kernel and copy times are unknown"
         )
+        warnings.append(f"{s.name}: no cuda_gpu_trace report: host API calls only; {known}")
     return pl.concat([conform(f) for f in frames], how="vertical"), gpu_names
