@@ -292,7 +292,11 @@ def _main_sequences(host: pl.DataFrame) -> dict[int, pl.DataFrame]:
     keys = ["rank", "pid", "tid"]
     rep = host.filter(pl.len().over([*keys, "name"]) >= 2)
     top = _top_level(rep)
-    counts = top.group_by(keys).len().sort(["rank", "len", "pid", "tid"], descending=[False, True, False, False])
+    counts = (
+        top.group_by(keys)
+        .len()
+        .sort(["rank", "len", "pid", "tid"], descending=[False, True, False, False])
+    )
     main = counts.unique("rank", keep="first", maintain_order=True).select(keys)
     seq = top.join(main, on=keys).sort("rank", "start_ns")
     out: dict[int, pl.DataFrame] = {}

@@ -361,8 +361,8 @@ def read_summary(kind: str, path: Path) -> pl.DataFrame:
     elif kind == "kern_sum":
         ev_kind = nc.kernel_kind(name)
     else:
-        ev_kind = pl.when(name.str.contains("memset")).then(pl.lit("memset")).otherwise(
-            pl.lit("memcpy")
+        ev_kind = (
+            pl.when(name.str.contains("memset")).then(pl.lit("memset")).otherwise(pl.lit("memcpy"))
         )
     out = df.select(
         pl.lit(kind).alias("report"),

@@ -32,15 +32,17 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
-
 from ccdiag.rules import _expr as ex
+from ccdiag.rules._base import Outcome, claims
 
 #: Setup-class calls that wait for the device to finish (the runtime synchronizes first).
 WAITING_SETUP = r"^cu(da)?(Free$|FreeHost|FreeAsync|MemFree$|MemFreeHost|DeviceReset|CtxDestroy)"
 #: Managed allocations (the program uses unified memory).
 MANAGED_ALLOC = r"^cu(da)?(MallocManaged|MemAllocManaged)"
 #: Device allocations that are not managed (a memset may target them).
-DEVICE_ALLOC = r"^cu(da)?(Malloc$|MallocAsync|MallocPitch|Malloc3D|MemAlloc$|MemAllocAsync|MemAllocPitch)"
+DEVICE_ALLOC = (
+    r"^cu(da)?(Malloc$|MallocAsync|MallocPitch|Malloc3D|MemAlloc$|MemAllocAsync|MemAllocPitch)"
+)
 #: Order in which waited-for kernel growth is laid on the waiting calls' growth.
 WAIT_ORDER: tuple[str, ...] = ("sync", "setup_wait", "copy_wait")
 _CATEGORY = {"sync": "sync_api", "setup_wait": "setup_api", "copy_wait": "copy_api"}
@@ -106,7 +108,9 @@ def launch_tolls(ctx: Any) -> dict[str, Any]:
         .clip(lower_bound=0)
     )
     j = j.with_columns(toll.alias("toll_ns"))
-    j = j.with_columns((pl.col("growth") - pl.col("toll_ns")).clip(lower_bound=0).alias("excess_ns"))
+    j = j.with_columns(
+        (pl.col("growth") - pl.col("toll_ns")).clip(lower_bound=0).alias("excess_ns")
+    )
     per_api = j.select("api", "toll_ns", "excess_ns")
     rows = lt.with_columns(ex.base_name().alias("api")).join(per_api, on="api", how="left")
     rows = rows.with_columns(pl.col("toll_ns", "excess_ns").fill_null(0.0))
@@ -235,3 +239,255 @@ def _split(ctx: Any) -> dict[str, Any]:
         "managed": managed_memory(ctx),
         "category": dict(_CATEGORY),
     }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the rules' branches
+# Each rule's host-only branch calls one of these with itself (options, ``fired``).
+
+
+def launch_toll_outcome(rule: Any, ctx: Any) -> Outcome:
+    """No GPU trace in the treatment: each launch API's growth per call, read off the API
+    trace (``rules/_host_only.launch_tolls``); the host path is the critical path."""
+    lt = launch_tolls(ctx)
+    if not lt["by_api"]:
+        return Outcome.clean("no kernel launches on the main thread")
+    toll, per = lt["kernel_toll_ns"], lt["claims"]
+    d = float(per["ns"].mean() or 0)
+    kl = ex.is_kernel_launch()
+    lb, lt_rows = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
+    n = int(ex.per_step_median(lt_rows, kl.sum()))
+    if toll < rule.options.min_toll_ns:
+        return Outcome.clean(
+            f"kernel launch calls grew {toll:.0f} ns each (host-only: from the API trace)"
+        )
+    graphs = int(ex.per_step_median(lt_rows, ex.is_graph_launch().sum()))
+    ev = {
+        "method": (
+            "host-only (no GPU trace in the treatment): growth of each launch API's mean "
+            "call time x its calls; memsets and other submissions get at most the "
+            "kernel-launch toll per call (what they grew beyond it is not a launch toll)"
+        ),
+        "launches_per_step": ex.both(lambda x: int(ex.per_step_median(x, kl.sum())), lb,
+                                     lt_rows),
+        "toll_per_kernel_launch_ns": int(toll),
+        "per_launch_call_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["eff_ns"]), lb, lt_rows),
+        "by_api": lt["by_api"],
+        "claimed_ns_per_step": int(d),
+        "published": "B200 3.45 -> 15.7 us per launch; H100 (ISPASS) 4.9 -> 10.0 us median",
+    }  # fmt: skip
+    summary = f"{n} launches/step, ~{toll / 1e3:.1f} us more per launch call (API trace)"
+    cl = claims(per, "launch_api", "ns")
+    return rule.fired(cl, summary, ev, "low", launches=n, graphs=graphs, tolls={})
+
+
+def uvm_outcome(rule: Any, ctx: Any) -> Outcome:
+    """No GPU trace in the treatment: kernel-time growth (GPU trace or ``cuda_gpu_kern_sum``)
+    against the growth of the calls that waited for it (``rules/_host_only.waited_split``),
+    and memsets on managed memory that grew beyond the launch toll."""
+    if ctx.op_mode:
+        return Outcome.skipped("host-only treatment from cpu_ops: no kernel times to compare")
+    sp = waited_split(ctx)
+    k, m, growth = sp["kernel_ns"], sp["managed"], sp["kernel_growth_ns"]
+    waiting = sp["waiting_growth_ns"]
+    wait_txt = ", ".join(f"{w} {v / 1e6:+.1f} ms" for w, v in waiting.items() if v)
+    if growth is None:
+        return Outcome.skipped(
+            f"kernel time of the treatment unknown ({k['source']['treatment']}): the growth "
+            f"of the calls that wait for kernels ({wait_txt or 'none'} per step) cannot be "
+            "told apart from other waits; left unattributed"
+        )
+    kb, kt = k["baseline"] or 0.0, k["treatment"] or 0.0
+    if not any(m.values()):
+        return Outcome.clean(
+            f"kernel time {kb / 1e6:.2f} -> {kt / 1e6:.2f} ms/step but no managed memory "
+            "(no cudaMallocManaged, no UVM rows): kernel growth is not attributed to UVM"
+        )
+    cl = [claims(sp["explained"][w], sp["category"][w], "ns") for w in WAIT_ORDER]
+    memset_ns = 0.0
+    excess = launch_tolls(ctx)["excess"]
+    if m["memsets_on_managed_memory"] or m["only_managed_allocations"]:
+        cl.append(claims(excess, "launch_api", "ns"))
+        memset_ns = float(excess["ns"].mean() or 0)
+    explained = sum(sp["explained_ns"].values())
+    if explained + memset_ns < rule.options.min_growth_ns:
+        return Outcome.clean(
+            f"kernel time {kb / 1e6:.2f} -> {kt / 1e6:.2f} ms/step; the calls that wait for "
+            f"kernels grew {sum(waiting.values()) / 1e6:.2f} ms/step"
+        )
+    ev = {
+        "method": (
+            "host-only (no GPU trace in the treatment): kernel-time growth, from "
+            f"{k['source']['treatment']} against {k['source']['baseline']}, laid on the "
+            "growth of the calls that waited for it (syncs, then implicitly synchronizing "
+            "frees, then blocking copies); memsets on managed memory: their growth beyond "
+            "the kernel-launch toll per call"
+        ),
+        "kernel_ns_per_step": {"baseline": int(kb), "treatment": int(kt)},
+        "kernel_growth_ns_per_step": int(growth),
+        "waiting_calls_growth_ns_per_step": {w: int(v) for w, v in waiting.items()},
+        "explained_ns_per_step": {w: int(v) for w, v in sp["explained_ns"].items()},
+        "memset_beyond_launch_toll_ns_per_step": int(float(excess["ns"].mean() or 0)),
+        "memset_claimed": bool(memset_ns),
+        "managed_memory": m,
+        "top_kernels": _top_summary(ctx),
+        "cannot_tell_apart": (
+            "without a GPU trace a kernel that waits for page migrations and a kernel slowed "
+            "by anything else look the same; managed memory in the program is the reason "
+            "given. Kernel growth larger than the waiting calls' growth was hidden"
+        ),
+        "published": "H100 UVM builds: kernel time up to ~250x (3DCONV 51.7 -> 12,971 ms)",
+    }
+    summary = (
+        f"kernels {kb / 1e6:.1f} -> {kt / 1e6:.1f} ms/step (summary tables), waited for by "
+        f"the host: {explained / 1e6:.1f} ms/step"
+        + (f"; memsets on managed memory +{memset_ns / 1e6:.1f} ms" if memset_ns else "")
+    )
+    return rule.fired(pl.concat(cl), summary, ev, "low", bytes=0)
+
+
+def sync_stall_outcome(rule: Any, ctx: Any) -> Outcome:
+    """No GPU trace in the treatment: a sync's whole duration is on the host path, so its
+    growth is the wait for slower kernels plus any stall per call. The kernel-time growth
+    (GPU trace or ``cuda_gpu_kern_sum``, ``rules/_host_only.waited_split``) is taken out
+    first; what is left, per sync, is the stall."""
+    if ctx.op_mode:
+        return Outcome.skipped("host-only treatment from cpu_ops: no synchronize calls")
+    sb, st = (c.filter(pl.col("cls") == "sync") for c in (ctx.calls_b, ctx.calls_t))
+    if sb.height == 0 or st.height == 0:
+        return Outcome.clean("no synchronize calls on the main thread")
+    sp = waited_split(ctx)
+    led = ctx.ledger
+    d_sync = float(led["d_sync_api"].mean() or 0)
+    if sp["kernel_growth_ns"] is None:
+        return Outcome.skipped(
+            f"synchronize calls grew {d_sync / 1e6:.2f} ms/step, but the treatment's kernel "
+            f"time is unknown ({sp['kernel_ns']['source']['treatment']}): waiting for slower "
+            "kernels cannot be told apart from a slower wake-up per sync; left unattributed"
+        )
+    rest = led.select("rank", "idx", "d_sync_api").join(
+        sp["explained"]["sync"], on=["rank", "idx"], how="left"
+    )
+    rest = rest.with_columns(
+        (pl.col("d_sync_api") - pl.col("ns").fill_null(0)).clip(lower_bound=0).alias("c")
+    )
+    n = float(ex.per_step_median(st, pl.len()))
+    per_call = float(rest["c"].mean() or 0) / max(n, 1.0)
+    if per_call < rule.options.min_floor_ns:
+        return Outcome.clean(
+            f"sync growth beyond the kernel-time growth: {per_call / 1e3:.1f} us per call "
+            "(host-only)"
+        )
+    ev = {
+        "method": (
+            "host-only (no GPU trace in the treatment): growth of synchronize calls minus "
+            "the kernel-time growth they waited for (summary tables), per sync"
+        ),
+        "syncs_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), sb, st),
+        "sync_growth_ns_per_step": int(d_sync),
+        "explained_by_kernel_growth_ns_per_step": int(sp["explained_ns"]["sync"]),
+        "increase_per_call_ns": int(per_call),
+        "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), sb, st),
+        "cannot_tell_apart": (
+            "a stall per sync and a longer wait for kernels the summary tables do not show "
+            "(copies, memsets on the GPU)"
+        ),
+        "published": "H100 cudaEventSynchronize 4.1 -> 15.4 us; DeviceSynchronize +13-17 us",
+    }
+    summary = f"{n:.0f} syncs/step, ~{per_call / 1e3:.1f} us more each beyond the kernel growth"
+    return rule.fired(claims(rest, "sync_api", "c"), summary, ev, "low", n=n)
+
+
+def copies_outcome(rule: Any, ctx: Any) -> Outcome:
+    """No GPU trace in the treatment: the growth of the copy calls (API trace), less what
+    blocking copies waited for slower kernels (``rules/_host_only.waited_split``)."""
+    kb, kt = (c.filter(pl.col("cls") == "copy") for c in (ctx.calls_b, ctx.calls_t))
+    if kb.height == 0 or kt.height == 0:
+        return Outcome.clean("no copy calls on the main thread")
+    sp = waited_split(ctx)
+    rest = ctx.ledger.select("rank", "idx", "d_copy_api").join(
+        sp["explained"]["copy_wait"], on=["rank", "idx"], how="left"
+    )
+    rest = rest.with_columns(
+        (pl.col("d_copy_api") - pl.col("ns").fill_null(0)).clip(lower_bound=0).alias("c")
+    )
+    n = float(ex.per_step_median(kt, pl.len()))
+    per_copy = float(rest["c"].mean() or 0) / max(n, 1.0)
+    if per_copy < rule.options.min_growth_ns:
+        return Outcome.clean(f"copy calls grew {per_copy / 1e3:.1f} us each (host-only)")
+    kinds = kb.filter(pl.col("copy_kind").is_not_null())
+    ev = {
+        "method": (
+            "host-only (no GPU trace in the treatment): growth of the copy calls' time, less "
+            "the kernel-time growth blocking copies waited for (summary tables)"
+        ),
+        "copies_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), kb, kt),
+        "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), kb, kt),
+        "growth_per_copy_ns": int(per_copy),
+        "explained_by_kernel_growth_ns_per_step": int(sp["explained_ns"]["copy_wait"]),
+        "baseline_copy_kinds": ex.top_list(
+            kinds.with_columns(pl.col("copy_kind").cast(pl.String)), "copy_kind", copies=pl.len()
+        ),
+        "by_api": ex.both(
+            lambda d: ex.top_list(
+                d.with_columns(ex.base_name().alias("api")), "api", calls=pl.len(),
+                median_ns=pl.col("eff_ns").median(),
+            ),
+            kb,
+            kt,
+        ),
+        "cannot_tell_apart": (
+            "sizes and directions of the treatment's copies are unknown without its GPU "
+            "trace: bounce-buffer cost, pageable staging and waits for GPU work the summary "
+            "tables do not show look the same"
+        ),
+        "published": "H100 pinned H2D 1 MB 39.9 -> 2.63 GB/s; 64 B 2.1 -> 21.9 us (ISPASS)",
+    }  # fmt: skip
+    summary = f"{n:.0f} copy calls/step, ~{per_copy / 1e3:.1f} us longer each (API trace)"
+    cl = claims(rest, "copy_api", "c")
+    return rule.fired(cl, summary, ev, "low", n_small=0, toll_ns=int(per_copy), large_share=0.0)
+
+
+def launch_toll_ops_outcome(rule: Any, ctx: Any) -> Outcome:
+    """LA01 on a host-only treatment from cpu_ops (CC mode 'on', Kineto): the growth of the ops
+    that launched kernels in the baseline, per baseline launch."""
+    led, b = ctx.ledger, ctx.pair.baseline
+    api = b.trace.events.filter(pl.col("kind").is_in(ex.API_KINDS) & ex.is_kernel_launch())
+    per_step = api.height / max(b.windows.height, 1)
+    d = float(led["d_op_launch"].median() or 0)
+    per_launch = d / per_step if per_step else 0.0
+    if per_launch < rule.options.min_toll_ns:
+        return Outcome.clean(f"launching ops grew {per_launch:.0f} ns per baseline launch")
+    ev = {
+        "baseline_launches_per_step": round(per_step, 1),
+        "op_launch_growth_ns_per_step": int(d),
+        "toll_per_launch_ns_estimate": int(per_launch),
+        "method": "growth of ops that launched kernels in the baseline / its launches per step",
+    }
+    summary = f"launching ops grew ~{per_launch / 1e3:.1f} us per baseline launch (host-only)"
+    cl = claims(led, "op_launch", "d_op_launch")
+    return rule.fired(cl, summary, ev, "low", launches=int(per_step), graphs=0)
+
+
+def _top_summary(ctx: Any) -> list[dict]:
+    """Kernels ranked by growth of total time, from GPU traces or ``cuda_gpu_kern_sum``."""
+
+    def per(s: object) -> pl.DataFrame:
+        g = side_gpu(s)
+        if s.has_gpu and g.height:  # type: ignore[attr-defined]
+            k = g.filter(pl.col("gclass").is_in(["kernel", "collective"]))
+            return k.group_by("name").agg(pl.col("dur_ns").sum().alias("ns"))
+        sm = s.trace.summaries  # type: ignore[attr-defined]
+        return (
+            sm.filter(pl.col("report") == "kern_sum")
+            .group_by("name")
+            .agg(pl.col("total_ns").sum().alias("ns"))
+        )
+
+    j = per(ctx.pair.baseline).join(per(ctx.pair.treatment), on="name", suffix="_t")
+    j = j.with_columns((pl.col("ns_t") - pl.col("ns")).alias("g")).sort(
+        ["g", "name"], descending=[True, False]
+    )
+    return [
+        {"kernel": r["name"][:100], "growth_ns": int(r["g"]), "baseline_ns": int(r["ns"])}
+        for r in j.head(5).iter_rows(named=True)
+    ]

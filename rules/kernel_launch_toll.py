@@ -50,7 +50,8 @@ class KernelLaunchToll(Rule):
     ## Limits
     Extra launches in the treatment (a slightly different workload) count as toll. When the GPU is
     the bottleneck the host growth is hidden by GPU slack; the engine then gives the toll only the
-    exposed part. Host-only evidence cannot separate the toll from slower Python.
+    exposed part. Host-only evidence cannot separate the toll from slower Python. Host-only with an
+    API trace: each launch API's growth per call (``rules/_host_only.py``).
 
     ## Options
     See below.
@@ -73,8 +74,10 @@ class KernelLaunchToll(Rule):
         clean_ratio: float = opt(1.05, "Control ratio up to which host code counts as not slower.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.host_only:
-            return self._host_only(ctx)
+        if ctx.host_only:  # no GPU trace in the treatment: rules/_host_only.py
+            return (hx.launch_toll_ops_outcome if ctx.op_mode else hx.launch_toll_outcome)(
+                self, ctx
+            )
         lb, lt = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
@@ -113,63 +116,6 @@ class KernelLaunchToll(Rule):
         summary = f"{n} launches/step, ~{toll / 1e3:.1f} us toll each ({' + '.join(where)})"
         tolls = {k[1]: fit["toll_ns"] for k, fit in found.items()}
         return self.fired(pl.concat(cl), summary, ev, conf, launches=n, graphs=graphs, tolls=tolls)
-
-    # ----------------------------------------------------------------- host-only branches
-
-    def _host_only(self, ctx: RuleContext) -> Outcome:
-        """Host-only treatment: from cpu_ops (``op_mode``) or from the API trace."""
-        return self._host_only_ops(ctx) if ctx.op_mode else self._host_only_api(ctx)
-
-    def _host_only_api(self, ctx: RuleContext) -> Outcome:
-        """No GPU trace in the treatment: each launch API's growth per call, read off the API
-        trace (``rules/_host_only.launch_tolls``); the host path is the critical path."""
-        lt = hx.launch_tolls(ctx)
-        if not lt["by_api"]:
-            return Outcome.clean("no kernel launches on the main thread")
-        toll, per = lt["kernel_toll_ns"], lt["claims"]
-        d = float(per["ns"].mean() or 0)
-        kl = ex.is_kernel_launch()
-        lb, lt_rows = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
-        n = int(ex.per_step_median(lt_rows, kl.sum()))
-        if toll < self.options.min_toll_ns:
-            return Outcome.clean(
-                f"kernel launch calls grew {toll:.0f} ns each (host-only: from the API trace)"
-            )
-        graphs = int(ex.per_step_median(lt_rows, ex.is_graph_launch().sum()))
-        ev = {
-            "method": (
-                "host-only (no GPU trace in the treatment): growth of each launch API's mean "
-                "call time x its calls; memsets and other submissions get at most the "
-                "kernel-launch toll per call (what they grew beyond it is not a launch toll)"
-            ),
-            "launches_per_step": ex.both(lambda x: int(ex.per_step_median(x, kl.sum())), lb,
-                                         lt_rows),
-            "toll_per_kernel_launch_ns": int(toll),
-            "by_api": lt["by_api"],
-            "claimed_ns_per_step": int(d),
-            "published": "B200 3.45 -> 15.7 us per launch; H100 (ISPASS) 4.9 -> 10.0 us median",
-        }  # fmt: skip
-        summary = f"{n} launches/step, ~{toll / 1e3:.1f} us more per launch call (API trace)"
-        cl = claims(per, "launch_api", "ns")
-        return self.fired(cl, summary, ev, "low", launches=n, graphs=graphs, tolls={})
-
-    def _host_only_ops(self, ctx: RuleContext) -> Outcome:
-        led, b = ctx.ledger, ctx.pair.baseline
-        api = b.trace.events.filter(pl.col("kind").is_in(ex.API_KINDS) & ex.is_kernel_launch())
-        per_step = api.height / max(b.windows.height, 1)
-        d = float(led["d_op_launch"].median() or 0)
-        per_launch = d / per_step if per_step else 0.0
-        if per_launch < self.options.min_toll_ns:
-            return Outcome.clean(f"launching ops grew {per_launch:.0f} ns per baseline launch")
-        ev = {
-            "baseline_launches_per_step": round(per_step, 1),
-            "op_launch_growth_ns_per_step": int(d),
-            "toll_per_launch_ns_estimate": int(per_launch),
-            "method": "growth of ops that launched kernels in the baseline / its launches per step",
-        }
-        summary = f"launching ops grew ~{per_launch / 1e3:.1f} us per baseline launch (host-only)"
-        cl = claims(led, "op_launch", "d_op_launch")
-        return self.fired(cl, summary, ev, "low", launches=int(per_step), graphs=0)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n, graphs = f.facts["launches"], f.facts["graphs"]

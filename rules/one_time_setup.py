@@ -44,7 +44,8 @@ class OneTimeSetup(Rule):
 
     ## Limits
     Allocation inside a step (a cache miss of the allocator) is counted here too. Context creation
-    inside another thread's first call is not on the main thread's ledger.
+    inside another thread's first call is not on the main thread's ledger. Host-only pairs: a
+    ``cudaFree`` that waited for slower kernels is not setup (``rules/_host_only.py``).
 
     ## Options
     See below.

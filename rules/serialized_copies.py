@@ -47,6 +47,7 @@ class SerializedCopies(Rule):
     ## Limits
     Device-to-device copies are not counted (CC does not change them). A copy whose size changed
     between runs counts as a slower copy. Copies issued from other threads are not on the ledger.
+    Host-only pairs: copy-call growth from the API trace, sizes unknown (``rules/_host_only.py``).
 
     ## Options
     See below.
@@ -76,8 +77,8 @@ class SerializedCopies(Rule):
             ev = {"op_copy_growth_ns_per_step": int(d), "method": "host-only: blocking copy ops"}
             cl, summary = claims(ctx.ledger, "op_copy", "d_op_copy"), f"copy ops +{d / 1e3:.1f} us"
             return self.fired(cl, summary, ev, "low", n_small=0, toll_ns=0, large_share=0.0)
-        if ctx.host_only:
-            return self._host_only_api(ctx)
+        if ctx.host_only:  # no GPU trace in the treatment: rules/_host_only.py
+            return hx.copies_outcome(self, ctx)
         if "memcpy" not in ctx.kinds("b") | ctx.kinds("t"):
             return Outcome.skipped("no memcpy events in either trace")
         cb, ct = ctx.copies_b, ctx.copies_t
@@ -129,57 +130,6 @@ class SerializedCopies(Rule):
             toll_ns=max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),
             large_share=large / max(float(ct["latency_ns"].sum()), 1.0),
         )
-
-    # ----------------------------------------------------------------- host-only branch
-
-    def _host_only_api(self, ctx: RuleContext) -> Outcome:
-        """No GPU trace in the treatment: the growth of the copy calls (API trace), less what
-        blocking copies waited for slower kernels (``rules/_host_only.waited_split``)."""
-        kb, kt = (c.filter(pl.col("cls") == "copy") for c in (ctx.calls_b, ctx.calls_t))
-        if kb.height == 0 or kt.height == 0:
-            return Outcome.clean("no copy calls on the main thread")
-        sp = hx.waited_split(ctx)
-        rest = ctx.ledger.select("rank", "idx", "d_copy_api").join(
-            sp["explained"]["copy_wait"], on=["rank", "idx"], how="left"
-        )
-        rest = rest.with_columns(
-            (pl.col("d_copy_api") - pl.col("ns").fill_null(0)).clip(lower_bound=0).alias("c")
-        )
-        n = float(ex.per_step_median(kt, pl.len()))
-        per_copy = float(rest["c"].mean() or 0) / max(n, 1.0)
-        if per_copy < self.options.min_growth_ns:
-            return Outcome.clean(f"copy calls grew {per_copy / 1e3:.1f} us each (host-only)")
-        kinds = kb.filter(pl.col("copy_kind").is_not_null())
-        ev = {
-            "method": (
-                "host-only (no GPU trace in the treatment): growth of the copy calls' time, less "
-                "the kernel-time growth blocking copies waited for (summary tables)"
-            ),
-            "copies_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), kb, kt),
-            "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), kb, kt),
-            "growth_per_copy_ns": int(per_copy),
-            "explained_by_kernel_growth_ns_per_step": int(sp["explained_ns"]["copy_wait"]),
-            "baseline_copy_kinds": ex.top_list(
-                kinds.with_columns(pl.col("copy_kind").cast(pl.String)), "copy_kind", copies=pl.len()
-            ),
-            "by_api": ex.both(
-                lambda d: ex.top_list(
-                    d.with_columns(ex.base_name().alias("api")), "api", calls=pl.len(),
-                    median_ns=pl.col("eff_ns").median(),
-                ),
-                kb,
-                kt,
-            ),
-            "cannot_tell_apart": (
-                "sizes and directions of the treatment's copies are unknown without its GPU "
-                "trace: bounce-buffer cost, pageable staging and waits for GPU work the summary "
-                "tables do not show look the same"
-            ),
-            "published": "H100 pinned H2D 1 MB 39.9 -> 2.63 GB/s; 64 B 2.1 -> 21.9 us (ISPASS)",
-        }  # fmt: skip
-        summary = f"{n:.0f} copy calls/step, ~{per_copy / 1e3:.1f} us longer each (API trace)"
-        cl = claims(rest, "copy_api", "c")
-        return self.fired(cl, summary, ev, "low", n_small=0, toll_ns=int(per_copy), large_share=0.0)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n, toll, large = f.facts["n_small"], f.facts["toll_ns"], f.facts["large_share"]

@@ -44,6 +44,8 @@ class SyncStall(Rule):
     ## Limits
     A sync that waits longer because the GPU is slower is not this rule: that wait is GPU-critical
     time and goes to the GPU-side mechanism. Few syncs per step make the floor estimate noisy.
+    Host-only pairs: sync growth beyond the kernel-time growth of the summary tables; without
+    kernel times for both runs, nothing (``rules/_host_only.py``).
 
     ## Options
     See below.
@@ -63,8 +65,8 @@ class SyncStall(Rule):
         min_floor_ns: int = opt(2000, "Smallest increase of exposed sync time per call (ns).")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.host_only:
-            return self._host_only(ctx)
+        if ctx.host_only:  # no GPU trace in the treatment: rules/_host_only.py
+            return hx.sync_stall_outcome(self, ctx)
         sb, st = (c.filter(pl.col("cls") == "sync") for c in (ctx.calls_b, ctx.calls_t))
         if sb.height == 0 or st.height == 0:
             return Outcome.clean("no synchronize calls on the main thread")
@@ -109,59 +111,6 @@ class SyncStall(Rule):
         summary = f"{n:.0f} syncs/step stall longer beyond their wait ({basis_txt})"
         conf = "high" if st.height >= 20 else "medium"
         return self.fired(claims(per, "sync_api", "c"), summary, ev, conf, n=n)
-
-    # ----------------------------------------------------------------- host-only branch
-
-    def _host_only(self, ctx: RuleContext) -> Outcome:
-        """No GPU trace in the treatment: a sync's whole duration is on the host path, so its
-        growth is the wait for slower kernels plus any stall per call. The kernel-time growth
-        (GPU trace or ``cuda_gpu_kern_sum``, ``rules/_host_only.waited_split``) is taken out
-        first; what is left, per sync, is the stall."""
-        if ctx.op_mode:
-            return Outcome.skipped("host-only treatment from cpu_ops: no synchronize calls")
-        sb, st = (c.filter(pl.col("cls") == "sync") for c in (ctx.calls_b, ctx.calls_t))
-        if sb.height == 0 or st.height == 0:
-            return Outcome.clean("no synchronize calls on the main thread")
-        sp = hx.waited_split(ctx)
-        led = ctx.ledger
-        d_sync = float(led["d_sync_api"].mean() or 0)
-        if sp["kernel_growth_ns"] is None:
-            return Outcome.skipped(
-                f"synchronize calls grew {d_sync / 1e6:.2f} ms/step, but the treatment's kernel "
-                f"time is unknown ({sp['kernel_ns']['source']['treatment']}): waiting for slower "
-                "kernels cannot be told apart from a slower wake-up per sync; left unattributed"
-            )
-        rest = led.select("rank", "idx", "d_sync_api").join(
-            sp["explained"]["sync"], on=["rank", "idx"], how="left"
-        )
-        rest = rest.with_columns(
-            (pl.col("d_sync_api") - pl.col("ns").fill_null(0)).clip(lower_bound=0).alias("c")
-        )
-        n = float(ex.per_step_median(st, pl.len()))
-        per_call = float(rest["c"].mean() or 0) / max(n, 1.0)
-        if per_call < self.options.min_floor_ns:
-            return Outcome.clean(
-                f"sync growth beyond the kernel-time growth: {per_call / 1e3:.1f} us per call "
-                "(host-only)"
-            )
-        ev = {
-            "method": (
-                "host-only (no GPU trace in the treatment): growth of synchronize calls minus "
-                "the kernel-time growth they waited for (summary tables), per sync"
-            ),
-            "syncs_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), sb, st),
-            "sync_growth_ns_per_step": int(d_sync),
-            "explained_by_kernel_growth_ns_per_step": int(sp["explained_ns"]["sync"]),
-            "increase_per_call_ns": int(per_call),
-            "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), sb, st),
-            "cannot_tell_apart": (
-                "a stall per sync and a longer wait for kernels the summary tables do not show "
-                "(copies, memsets on the GPU)"
-            ),
-            "published": "H100 cudaEventSynchronize 4.1 -> 15.4 us; DeviceSynchronize +13-17 us",
-        }
-        summary = f"{n:.0f} syncs/step, ~{per_call / 1e3:.1f} us more each beyond the kernel growth"
-        return self.fired(claims(rest, "sync_api", "c"), summary, ev, "low", n=n)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n = f.facts["n"]

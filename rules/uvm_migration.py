@@ -42,7 +42,9 @@ class UvmMigration(Rule):
 
     ## Limits
     Kernel growth without any UVM activity is left unattributed (clocks, contention: not CC).
-    Fault rows that nsys attributes to no step are placed by their start time.
+    Fault rows that nsys attributes to no step are placed by their start time. Host-only pairs
+    (no ``cuda_gpu_trace``): kernel growth from ``cuda_gpu_kern_sum`` against the growth of the
+    calls that waited for it, only with managed memory in the program (``rules/_host_only.py``).
 
     ## Options
     See below.
@@ -68,8 +70,8 @@ class UvmMigration(Rule):
         )
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.host_only:
-            return self._host_only(ctx)
+        if ctx.host_only:  # no GPU trace in the treatment: rules/_host_only.py
+            return hx.uvm_outcome(self, ctx)
         ub, ut = (
             s.gpu.filter(pl.col("gclass") == "uvm") for s in (ctx.pair.baseline, ctx.pair.treatment)
         )
@@ -105,72 +107,6 @@ class UvmMigration(Rule):
         nbytes = int(ut["bytes"].fill_null(0).sum() / steps)
         return self.fired(cl, summary, ev, "high" if ut.height else "medium", bytes=nbytes)
 
-    # ----------------------------------------------------------------- host-only branch
-
-    def _host_only(self, ctx: RuleContext) -> Outcome:
-        """No GPU trace in the treatment: kernel-time growth (GPU trace or ``cuda_gpu_kern_sum``)
-        against the growth of the calls that waited for it (``rules/_host_only.waited_split``),
-        and memsets on managed memory that grew beyond the launch toll."""
-        if ctx.op_mode:
-            return Outcome.skipped("host-only treatment from cpu_ops: no kernel times to compare")
-        sp = hx.waited_split(ctx)
-        k, m, growth = sp["kernel_ns"], sp["managed"], sp["kernel_growth_ns"]
-        waiting = sp["waiting_growth_ns"]
-        wait_txt = ", ".join(f"{w} {v / 1e6:+.1f} ms" for w, v in waiting.items() if v)
-        if growth is None:
-            return Outcome.skipped(
-                f"kernel time of the treatment unknown ({k['source']['treatment']}): the growth "
-                f"of the calls that wait for kernels ({wait_txt or 'none'} per step) cannot be "
-                "told apart from other waits; left unattributed"
-            )
-        kb, kt = k["baseline"] or 0.0, k["treatment"] or 0.0
-        if not any(m.values()):
-            return Outcome.clean(
-                f"kernel time {kb / 1e6:.2f} -> {kt / 1e6:.2f} ms/step but no managed memory "
-                "(no cudaMallocManaged, no UVM rows): kernel growth is not attributed to UVM"
-            )
-        cl = [claims(sp["explained"][w], sp["category"][w], "ns") for w in hx.WAIT_ORDER]
-        memset_ns = 0.0
-        excess = hx.launch_tolls(ctx)["excess"]
-        if m["memsets_on_managed_memory"] or m["only_managed_allocations"]:
-            cl.append(claims(excess, "launch_api", "ns"))
-            memset_ns = float(excess["ns"].mean() or 0)
-        explained = sum(sp["explained_ns"].values())
-        if explained + memset_ns < self.options.min_growth_ns:
-            return Outcome.clean(
-                f"kernel time {kb / 1e6:.2f} -> {kt / 1e6:.2f} ms/step; the calls that wait for "
-                f"kernels grew {sum(waiting.values()) / 1e6:.2f} ms/step"
-            )
-        ev = {
-            "method": (
-                "host-only (no GPU trace in the treatment): kernel-time growth, from "
-                f"{k['source']['treatment']} against {k['source']['baseline']}, laid on the "
-                "growth of the calls that waited for it (syncs, then implicitly synchronizing "
-                "frees, then blocking copies); memsets on managed memory: their growth beyond "
-                "the kernel-launch toll per call"
-            ),
-            "kernel_ns_per_step": {"baseline": int(kb), "treatment": int(kt)},
-            "kernel_growth_ns_per_step": int(growth),
-            "waiting_calls_growth_ns_per_step": {w: int(v) for w, v in waiting.items()},
-            "explained_ns_per_step": {w: int(v) for w, v in sp["explained_ns"].items()},
-            "memset_beyond_launch_toll_ns_per_step": int(float(excess["ns"].mean() or 0)),
-            "memset_claimed": bool(memset_ns),
-            "managed_memory": m,
-            "top_kernels": _top_summary(ctx),
-            "cannot_tell_apart": (
-                "without a GPU trace a kernel that waits for page migrations and a kernel slowed "
-                "by anything else look the same; managed memory in the program is the reason "
-                "given. Kernel growth larger than the waiting calls' growth was hidden"
-            ),
-            "published": "H100 UVM builds: kernel time up to ~250x (3DCONV 51.7 -> 12,971 ms)",
-        }
-        summary = (
-            f"kernels {kb / 1e6:.1f} -> {kt / 1e6:.1f} ms/step (summary tables), waited for by "
-            f"the host: {explained / 1e6:.1f} ms/step"
-            + (f"; memsets on managed memory +{memset_ns / 1e6:.1f} ms" if memset_ns else "")
-        )
-        return self.fired(pl.concat(cl), summary, ev, "low", bytes=0)
-
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         bulk = f.facts["bytes"] / self.options.bulk_gbps  # ns at bulk CC bandwidth
         text = (
@@ -197,27 +133,4 @@ def _top(ctx: RuleContext) -> list[dict]:
     return [
         {"kernel": r["name"][:100], "growth_ns": r["ns_t"], "baseline_ns": r["ns"]}
         for r in j.iter_rows(named=True)
-    ]
-
-
-def _top_summary(ctx: RuleContext) -> list[dict]:
-    """Kernels ranked by growth of total time, from GPU traces or ``cuda_gpu_kern_sum``."""
-
-    def per(s: object) -> pl.DataFrame:
-        g = hx.side_gpu(s)
-        if s.has_gpu and g.height:  # type: ignore[attr-defined]
-            k = g.filter(pl.col("gclass").is_in(["kernel", "collective"]))
-            return k.group_by("name").agg(pl.col("dur_ns").sum().alias("ns"))
-        sm = s.trace.summaries  # type: ignore[attr-defined]
-        return sm.filter(pl.col("report") == "kern_sum").group_by("name").agg(
-            pl.col("total_ns").sum().alias("ns")
-        )
-
-    j = per(ctx.pair.baseline).join(per(ctx.pair.treatment), on="name", suffix="_t")
-    j = j.with_columns((pl.col("ns_t") - pl.col("ns")).alias("g")).sort(
-        ["g", "name"], descending=[True, False]
-    )
-    return [
-        {"kernel": r["name"][:100], "growth_ns": int(r["g"]), "baseline_ns": int(r["ns"])}
-        for r in j.head(5).iter_rows(named=True)
     ]
