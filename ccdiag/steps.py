@@ -143,6 +143,7 @@ def assign_steps(trace: Trace, marker: str | None = None) -> Trace:
     events = trace.events
     ann = events.filter(_HOST_ANN).select("rank", "pid", "tid", "name", "start_ns", "dur_ns")
     label: str | None
+    windows: pl.DataFrame | None
     if marker is not None:
         instances = ann.filter(_matches(marker))
         if instances.is_empty():

@@ -233,9 +233,9 @@ def _split(ctx: Any) -> dict[str, Any]:
         "kernel_ns": {"baseline": kb, "treatment": kt, "source": {"baseline": src_b,
                                                                   "treatment": src_t}},
         "kernel_growth_ns": growth,
-        "waiting_growth_ns": {w: float(per[w]["d"].mean() or 0.0) for w in WAIT_ORDER},
+        "waiting_growth_ns": {w: ex.num(per[w]["d"].mean()) for w in WAIT_ORDER},
         "explained": explained,
-        "explained_ns": {w: float(explained[w]["ns"].mean() or 0.0) for w in WAIT_ORDER},
+        "explained_ns": {w: ex.num(explained[w]["ns"].mean()) for w in WAIT_ORDER},
         "managed": managed_memory(ctx),
         "category": dict(_CATEGORY),
     }  # fmt: skip

@@ -70,7 +70,7 @@ class OneTimeSetup(Rule):
         return self._evaluate(ctx, ctx.ledger, "d_setup_api")
 
     def _evaluate(self, ctx: RuleContext, growth: pl.DataFrame, col: str) -> Outcome:
-        d = float(growth[col].median() or 0)
+        d = ex.num(growth[col].median())
         if d < self.options.min_growth_ns:
             return Outcome.clean(f"setup API time grew {d / 1e3:.1f} us/step")
         sb, st = (c.filter(pl.col("cls") == "setup") for c in (ctx.calls_b, ctx.calls_t))
