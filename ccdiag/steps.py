@@ -13,7 +13,8 @@ found on each rank's host timeline, from the first source that exists:
    ``enumerate(DataLoader)#..._DataLoaderIter.__next__`` fetch windows, ``Optimizer.step#...``,
    ``aten::``, ``nccl:``, CUDA API names, profiler internals ...);
 4. the loop's period (:func:`loop_anchor`): on the main host thread (the thread with the most
-   top-level cpu_ops and annotations), the sequence of top-level host events repeats once per
+   DataLoader fetch / optimizer annotations, else the most top-level cpu_ops and annotations),
+   the sequence of top-level host events repeats once per
    iteration. An *anchor* is a name that occurs once per iteration: the sequences between its
    consecutive occurrences are the same multiset of names (at least 60 % of them exactly, and the
    typical one holds >= 90 % of the names that recur; an iteration is at least 4 top-level events
@@ -266,6 +267,8 @@ def loop_anchor(events: pl.DataFrame) -> Loop | None:
     if host.height < 6:
         return None
     seqs = _main_sequences(host)
+    if not seqs:  # no name occurs twice on any thread
+        return None
     ranks = sorted(seqs)
     first = seqs[ranks[0]]
     found = _find_anchor(first)
@@ -287,16 +290,23 @@ def loop_anchor(events: pl.DataFrame) -> Loop | None:
 def _main_sequences(host: pl.DataFrame) -> dict[int, pl.DataFrame]:
     """Per rank: the main thread's top-level host events in time order (name, start_ns, end_ns).
 
+    The main thread is the one with the most DataLoader fetch / optimizer annotations (the
+    training loop's Python thread, not the autograd thread with more ops), else the one with
+    the most top-level events.
+
     Names that occur once on a thread (an outer ``record_function`` around the whole loop, setup
     ops) are left out before the top level is taken, so a wrapper does not hide the loop.
     """
     keys = ["rank", "pid", "tid"]
     rep = host.filter(pl.len().over([*keys, "name"]) >= 2)
     top = _top_level(rep)
+    preferred = pl.col("name").str.contains("|".join(PREFERRED_ANCHORS))
     counts = (
         top.group_by(keys)
-        .len()
-        .sort(["rank", "len", "pid", "tid"], descending=[False, True, False, False])
+        .agg(preferred.sum().alias("pref"), pl.len().alias("len"))
+        .sort(
+            ["rank", "pref", "len", "pid", "tid"], descending=[False, True, True, False, False]
+        )
     )
     main = counts.unique("rank", keep="first", maintain_order=True).select(keys)
     seq = top.join(main, on=keys).sort("rank", "start_ns")

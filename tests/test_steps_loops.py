@@ -163,3 +163,9 @@ def test_summary_shows_which_marker_and_why():
     assert s["steps"]["from"] == LOOP
     assert "once per iteration" in s["steps"]["why"]
     assert text.startswith("steps: no step marker:")
+
+
+def test_a_trace_of_distinct_ops_is_one_step():
+    rows = [("cpu_op", f"aten::op{i}", i * 100, 50) for i in range(20)]
+    t = assign_steps(_trace(rows))
+    assert t.meta.extra["steps_from"] == WHOLE_TRACE and t.steps.height == 1
