@@ -122,17 +122,22 @@ SUM_HEAD = "Time (%),Total Time (ns),{n},Avg (ns),Med (ns),Min (ns),Max (ns),Std
 
 
 def write_set(
-    folder: Path, calls: list[tuple[str, int]], kernels: dict[str, tuple[int, int]] | None
+    folder: Path,
+    calls: list[tuple[str, int]],
+    kernels: dict[str, tuple[int, int]] | None,
+    gap: dict[str, int] | None = None,
 ) -> Path:
-    """A ``nsys stats`` set without cuda_gpu_trace: ``calls`` (name, duration ns) back to back
-    with 1 us gaps; ``kernels`` name -> (instances, total ns) for cuda_gpu_kern_sum."""
+    """A ``nsys stats`` set without cuda_gpu_trace: ``calls`` (name, duration ns) with 1 us
+    gaps (``gap``: name -> host time before each such call instead); ``kernels`` name ->
+    (instances, total ns) for cuda_gpu_kern_sum."""
     folder.mkdir(parents=True)
     rows, t, sums = [], 1_000, {}
     for i, (name, dur) in enumerate(calls):
+        t += (gap or {}).get(name, 1_000)
         rows.append(f"{t},{dur},{name},0,{i + 1},7,7,20,app\n")
         n, tot = sums.get(name, (0, 0))
         sums[name] = (n + 1, tot + dur)
-        t += dur + 1_000
+        t += dur
     (folder / "run_cuda_api_trace.csv").write_text(API_HEAD + "".join(rows))
     api_sum = [f"0,{tot},{n},0,0,0,0,0,{name}\n" for name, (n, tot) in sums.items()]
     (folder / "run_cuda_api_sum.csv").write_text(SUM_HEAD.format(n="Num Calls") + "".join(api_sum))
@@ -144,8 +149,12 @@ def write_set(
     return folder
 
 
-def test_tens_of_thousands_of_launches_each_8us_longer_are_launch_toll(tmp_path: Path):
-    # arrange: 20,000 launches 5 -> 13 us, a sync every 100 launches, same kernels
+@pytest.mark.parametrize("where", ["inside the call", "in the gap before"])
+def test_tens_of_thousands_of_launches_each_8us_longer_are_launch_toll(tmp_path: Path, where: str):
+    # arrange: 20,000 launches 5 -> 13 us, a sync every 100 launches, same kernels; the toll
+    # inside the call (real CC) or beside it (an LD_PRELOAD emulator spinning before the call)
+    inside = where == "inside the call"
+
     def calls(launch: int) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = [("cudaMalloc", 150_000_000)]
         for i in range(20_000):
@@ -156,7 +165,10 @@ def test_tens_of_thousands_of_launches_each_8us_longer_are_launch_toll(tmp_path:
 
     kern = {"k(float*)": (20_000, 20_000 * 3_000)}
     b = write_set(tmp_path / "b", calls(5_000), kern)
-    t = write_set(tmp_path / "t", calls(13_000), kern)
+    if inside:
+        t = write_set(tmp_path / "t", calls(13_000), kern)
+    else:
+        t = write_set(tmp_path / "t", calls(5_000), kern, gap={"cudaLaunchKernel": 9_000})
     # act
     r = api.diagnose(b, t)
     # assert: 160 ms of toll, not unattributed
