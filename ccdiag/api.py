@@ -182,6 +182,8 @@ def diagnose(
     from ccdiag.engine import diagnose_pair as _engine
 
     selected, checked = select_rules(rules, rule_options)
+    for side in (baseline, treatment, *(baseline_runs or []), *(treatment_runs or [])):
+        _refuse_pair_folder(Path(side))  # before a folder is taken for ranks or runs
     b_runs = distributed.expand_runs(Path(baseline)) + [Path(p) for p in baseline_runs or []]
     t_runs = distributed.expand_runs(Path(treatment)) + [Path(p) for p in treatment_runs or []]
     if distributed.is_job(b_runs, t_runs):

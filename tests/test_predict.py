@@ -166,7 +166,7 @@ def test_the_unprofiled_cc_off_step_takes_the_profilers_overhead_out() -> None:
         unprofiled_step_ns=off,
     )
     # assert: the CC-off replay matches the unprofiled step, and CC is added on top of that
-    assert p.baseline_step_ns == pytest.approx(off, rel=0.02)
+    assert p.baseline_step_ns == pytest.approx(off, rel=0.03)  # calibration stops within 3 %
     assert any("profiler overhead taken out" in w for w in p.warnings)
     measured = truth["step_ns_unprofiled"]["treatment"]["median"]
     assert p.predicted_step_ns.median == pytest.approx(measured, rel=0.15)
