@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag import collectives as cc
+from ccdiag.ledger import gpu as gp
+from ccdiag.ledger import stats
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -60,6 +61,8 @@ class EncryptedCollective(Rule):
     name: ClassVar[str] = "encrypted-collective"
     mechanism: ClassVar[str] = "encrypted_collectives"
     requires: ClassVar[frozenset[Kind]] = frozenset()
+    claimed: ClassVar[frozenset[str]] = frozenset({"gpu_collective"})
+    call_classes: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
     class Options:
@@ -79,8 +82,8 @@ class EncryptedCollective(Rule):
             return Outcome.clean(f"collective busy time {b / 1e3:.1f} -> {t / 1e3:.1f} us/step")
         meta = ctx.pair.treatment.trace.meta
         world = meta.world_size or max(ctx.pair.treatment.trace.events["rank"].n_unique(), 1)
-        k = ex.per_step_median(gt, pl.len())
-        nbytes = ex.per_step_median(gt, pl.col("bytes").fill_null(0).sum())
+        k = stats.per_step_median(gt, pl.len())
+        nbytes = stats.per_step_median(gt, pl.col("bytes").fill_null(0).sum())
         gbps = (pl.col("bytes").median() / pl.col("dur_ns").median()).round(2)
         cf = cc.facts_of_pair(ctx.pair)
         top = {
@@ -107,10 +110,10 @@ class EncryptedCollective(Rule):
         )
         ev = {
             "collective_busy_ns_per_step": {"baseline": int(b), "treatment": int(t)},
-            "collectives_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), gb, gt),
-            "by_name": ex.both(lambda d: ex.top_list(d, "name", **top), gb, gt),
-            "bandwidth_vs_size": ex.both(lambda d: ex.top_list(
-                d.with_columns(ex.size_bucket().alias("bucket")), "bucket", 8, **sized), gb, gt),
+            "collectives_per_step": stats.both(lambda d: stats.per_step_median(d, pl.len()), gb, gt),
+            "by_name": stats.both(lambda d: stats.top_list(d, "name", **top), gb, gt),
+            "bandwidth_vs_size": stats.both(lambda d: stats.top_list(
+                d.with_columns(gp.size_bucket().alias("bucket")), "bucket", 8, **sized), gb, gt),
             "cost_fit": fit, "world_size": world,
             "crypto_ops_per_iteration": cc.crypto_ops(k, world) if world > 1 else None,
             "bytes_per_step": int(nbytes),

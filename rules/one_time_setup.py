@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import stats
+from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -56,6 +57,8 @@ class OneTimeSetup(Rule):
     name: ClassVar[str] = "one-time-setup"
     mechanism: ClassVar[str] = "one_time_setup"
     requires: ClassVar[frozenset[Kind]] = frozenset({Kind.RUNTIME})
+    claimed: ClassVar[frozenset[str]] = frozenset({"setup_api"})
+    call_classes: ClassVar[frozenset[str]] = frozenset({"setup"})
 
     @dataclass(frozen=True)
     class Options:
@@ -68,8 +71,8 @@ class OneTimeSetup(Rule):
         sb, st = (c.filter(pl.col("cls") == "setup") for c in (ctx.calls_b, ctx.calls_t))
 
         def calls(df: pl.DataFrame) -> list:
-            return ex.top_list(
-                df.with_columns(ex.base_name().alias("api")),
+            return stats.top_list(
+                df.with_columns(vc.base_name().alias("api")),
                 "api",
                 6,
                 total_ns=pl.col("eff_ns").sum(),
@@ -77,12 +80,14 @@ class OneTimeSetup(Rule):
                 max_ns=pl.col("eff_ns").max(),
             )
 
-        largest = ex.both(lambda df: ex.top_list(df, "name", 1, ns=pl.col("eff_ns").max()), sb, st)
+        largest = stats.both(
+            lambda df: stats.top_list(df, "name", 1, ns=pl.col("eff_ns").max()), sb, st
+        )
         ev = {
-            "setup_ns_per_step": ex.both(
+            "setup_ns_per_step": stats.both(
                 lambda p: int(ctx.ledger[f"{p}_setup_api"].median() or 0), "b", "t"
             ),
-            "top_calls": ex.both(calls, sb, st),
+            "top_calls": stats.both(calls, sb, st),
             "largest_call": largest,
             "published": "H100 + TDX context creation 0.16-0.20 s -> 1.15-1.19 s (ISPASS)",
         }

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import stats
+from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -55,6 +56,8 @@ class SyncStall(Rule):
     name: ClassVar[str] = "sync-stall"
     mechanism: ClassVar[str] = "sync_stall"
     requires: ClassVar[frozenset[Kind]] = frozenset({Kind.RUNTIME})
+    claimed: ClassVar[frozenset[str]] = frozenset({"sync_api"})
+    call_classes: ClassVar[frozenset[str]] = frozenset({"sync"})
 
     @dataclass(frozen=True)
     class Options:
@@ -86,13 +89,13 @@ class SyncStall(Rule):
         basis_txt = ", ".join(f"{basis[k]} +{v / 1e3:.1f} us" for k, v in inc.items())
         n = float(per["n"].median() or 0)
         ev = {
-            "syncs_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), sb, st),
+            "syncs_per_step": stats.both(lambda d: stats.per_step_median(d, pl.len()), sb, st),
             "increase_per_call_ns": {basis[k]: int(v) for k, v in inc.items()},
-            "exposed_per_call_ns": ex.both(lambda d: ex.percentiles(d["exposed_ns"]), eb, et),
-            "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), sb, st),
-            "by_api": ex.both(
-                lambda d: ex.top_list(
-                    d.with_columns(ex.base_name().alias("api")),
+            "exposed_per_call_ns": stats.both(lambda d: stats.percentiles(d["exposed_ns"]), eb, et),
+            "per_call_ns": stats.both(lambda d: stats.percentiles(d["eff_ns"]), sb, st),
+            "by_api": stats.both(
+                lambda d: stats.top_list(
+                    d.with_columns(vc.base_name().alias("api")),
                     "api",
                     calls=pl.len(),
                     median_ns=pl.col("eff_ns").median(),

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import stats
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -54,6 +54,8 @@ class UvmMigration(Rule):
     name: ClassVar[str] = "uvm-migration"
     mechanism: ClassVar[str] = "uvm_migration"
     requires: ClassVar[frozenset[Kind]] = frozenset()
+    claimed: ClassVar[frozenset[str]] = frozenset({"gpu_kernel", "gpu_uvm"})
+    call_classes: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
     class Options:
@@ -90,10 +92,10 @@ class UvmMigration(Rule):
 
         ev = {
             "kernel_and_migration_ns_per_step": {"baseline": int(b), "treatment": int(t)},
-            "kernel_busy_ns_per_step": ex.both(
+            "kernel_busy_ns_per_step": stats.both(
                 lambda p: int(busy[f"{p}_kernel"].median() or 0), "b", "t"
             ),
-            "migrations": ex.both(mig, ub, ut),
+            "migrations": stats.both(mig, ub, ut),
             "top_kernels": _top(ctx),
             "published": "H100 UVM builds: kernel time up to ~250x (3DCONV 51.7 -> 12,971 ms)",
         }
