@@ -396,16 +396,18 @@ def _slowdown_warning(ctx: RuleContext, keep: np.ndarray, total: int) -> str | N
     )
 
 
-def _replay_pass(pair: Pair, fired: list[Finding]) -> ShapleyResult | None:
+def _replay_pass(pair: Pair, fired: list[Finding], total: float) -> ShapleyResult | None:
     """Shapley values by counterfactual replay of the fired mechanisms that measured a removal
-    (the :data:`MAX_PLAYERS` largest by paid cost; the others keep their ledger share)."""
-    rem = {
-        f.mechanism: f.removal for f in fired if f.removal is not None and f.removal.paid_ns() > 0
-    }
+    paying at least 1 % of the delta (the :data:`MAX_PLAYERS` largest; the others keep their
+    ledger share)."""
+    floor = max(0.01 * abs(total), 1000.0)
+    rem = {f.mechanism: f.removal for f in fired if f.removal is not None}
+    n = max(pair.aligned.height, 1)
+    rem = {m: r for m, r in rem.items() if r.paid_ns() / n >= floor}  # type: ignore[union-attr]
     if not rem or pair.mode == "host_only":
         return None
-    top = sorted(rem, key=lambda m: -rem[m].paid_ns())[:MAX_PLAYERS]
-    return replay_attribution(pair, {m: rem[m] for m in top})
+    top = sorted(rem, key=lambda m: -rem[m].paid_ns())[:MAX_PLAYERS]  # type: ignore[union-attr]
+    return replay_attribution(pair, {m: rem[m] for m in top})  # type: ignore[misc]
 
 
 def _paid(
@@ -423,16 +425,18 @@ def _paid(
 
 
 def _replay_check(rp: ShapleyResult | None, pair: Pair, keep: np.ndarray) -> ReplayCheck | None:
-    if rp is None or not keep.any():
+    use = keep & rp.measured if rp is not None else keep
+    if rp is None or not use.any():
         return None
-    a = pair.aligned.filter(pl.Series(keep))
+    a = pair.aligned.filter(pl.Series(use))
     return ReplayCheck(
         measured_treatment_ns_per_step=int(a["t_ns"].mean() or 0),
-        replayed_treatment_ns_per_step=int(rp.replayed[keep].mean()),
-        replayed_without_all_ns_per_step=int(rp.without_all[keep].mean()),
+        replayed_treatment_ns_per_step=int(rp.replayed[use].mean()),
+        replayed_without_all_ns_per_step=int(rp.without_all[use].mean()),
         baseline_ns_per_step=int(a["b_ns"].mean() or 0),
         replays=rp.replays,
         mechanisms=sorted(rp.phi),
+        steps_replayed=int(rp.measured.sum()),
     )
 
 
@@ -493,7 +497,7 @@ def diagnose_pair(
     per_mech = {m: parts[m].total(n) for m in parts}
     means = {m: int(round(v[keep].mean())) for m, v in per_mech.items() if m != UNATTRIBUTED}
     ledger_means = dict(means)
-    rp = _replay_pass(pair, [f for _, f in fired])
+    rp = _replay_pass(pair, [f for _, f in fired], float(delta[keep].mean()) if n else 0.0)
     if rp is not None:
         for m, phi in rp.phi.items():
             per_mech[m] = phi

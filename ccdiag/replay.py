@@ -23,7 +23,7 @@ a prefix-max recurrence per stream for the GPU). It never loops over events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -31,6 +31,7 @@ import polars as pl
 from ccdiag import apis
 from ccdiag.ledger import host as hc
 from ccdiag.ledger import vocab as vc
+from ccdiag.ledger.removal import Removal
 from ccdiag.schema import Trace
 
 
@@ -51,48 +52,13 @@ class Injection:
     kernel_factor: float = 1.0  # scale compute kernels (to build GPU-bound scenarios)
 
 
-@dataclass(frozen=True)
-class Removal:
-    """Measured costs taken out of a trace's rows (a mechanism's counterfactual: its costs gone).
-
-    Frames keyed by ``ev_row`` (the row in ``Trace.events``), each column in ns, all >= 0:
-
-    - ``calls``: ev_row, ``dur_ns`` (taken off the call's own time), ``gap_ns`` (off the host gap
-      before it), ``eps_ns`` (off the time a blocking call lasts after the GPU work it waited for
-      ended), ``unblock`` (the call no longer waits for its copy: an async copy made blocking);
-    - ``gpu``: ev_row, ``dur_ns`` (off a GPU row's duration).
-
-    Removals of several mechanisms add up (:meth:`plus`): their measured costs are disjoint parts
-    of the matched deltas.
-    """
-
-    calls: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REMOVAL_CALLS))
-    gpu: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REMOVAL_GPU))
-
-    def plus(self, other: Removal) -> Removal:
-        """Both removals at once (costs summed per row, unblock if either unblocks)."""
-        c = pl.concat([self.calls, other.calls]).group_by("ev_row").agg(
-            pl.col("dur_ns").sum(), pl.col("gap_ns").sum(), pl.col("eps_ns").sum(),
-            pl.col("unblock").any(),
-        )  # fmt: skip
-        g = pl.concat([self.gpu, other.gpu]).group_by("ev_row").agg(pl.col("dur_ns").sum())
-        return Removal(c.select(REMOVAL_CALLS.keys()), g.select(REMOVAL_GPU.keys()))
-
-    def paid_ns(self) -> float:
-        """Total ns this removal takes out (host and GPU), before any replay."""
-        c = self.calls.select(pl.sum_horizontal("dur_ns", "gap_ns", "eps_ns").sum()).item()
-        return float(c or 0) + float(self.gpu["dur_ns"].sum() or 0)
-
-
-REMOVAL_CALLS = {
-    "ev_row": pl.Int64, "dur_ns": pl.Int64, "gap_ns": pl.Int64, "eps_ns": pl.Int64,
-    "unblock": pl.Boolean,
-}  # fmt: skip
-REMOVAL_GPU = {"ev_row": pl.Int64, "dur_ns": pl.Int64}
+def _indexed(ev: pl.DataFrame) -> pl.DataFrame:
+    """Events with ``_row``, their row in the full trace (kept when a part was cut out)."""
+    return ev if "_row" in ev.columns else ev.with_row_index("_row")
 
 
 def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    api = ev.with_row_index("_row").filter(pl.col("kind").is_in(vc.API_KINDS))
+    api = _indexed(ev).filter(pl.col("kind").is_in(vc.API_KINDS))
     # state queries (cuKernelGetName, cudaStreamIsCapturing) are host code inside the gap before
     # the next call, as on the ledger (``ccdiag.ledger.host.host_calls``)
     api = api.filter(~vc.base_name().is_in(list(apis.QUERY_APIS)))
@@ -112,7 +78,7 @@ def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
 
 
 def _gpu(ev: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
-    g = ev.with_row_index("_row").filter(
+    g = _indexed(ev).filter(
         pl.col("kind").is_in(vc.GPU_KINDS) & pl.col("correlation").is_not_null()
     )
     pageable = (pl.col("src_mem").cast(pl.String) == "pageable") | (
@@ -369,15 +335,23 @@ def _run(r: _Rank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return s2, e2, g2
 
 
+def _groups(r: _Rank, rows: np.ndarray) -> list[np.ndarray]:
+    """The segment's GPU rows split by stream (launch order kept)."""
+    keys = r.g_key[rows]
+    order = np.argsort(keys, kind="stable")
+    cuts = np.nonzero(keys[order][1:] != keys[order][:-1])[0] + 1
+    return np.split(order, cuts)
+
+
 def _streams(
-    r: _Rank, rows: np.ndarray, a: np.ndarray, stream_end: dict, g2: np.ndarray
+    r: _Rank, rows: np.ndarray, a: np.ndarray, stream_end: dict, g2: np.ndarray, groups: list
 ) -> tuple[dict, int]:
     """Start the segment's GPU rows (arrivals ``a``) on their streams, in order (prefix max)."""
     ends = dict(stream_end)
     ready = np.iinfo(np.int64).min
-    for key in np.unique(r.g_key[rows]):
-        sel = r.g_key[rows] == key
+    for sel in groups:
         m, am, dm = rows[sel], a[sel], r.g_dur[rows[sel]]
+        key = r.g_key[m[0]]
         prefix = np.concatenate([[0], np.cumsum(dm)[:-1]])
         st = prefix + np.maximum(
             np.maximum.accumulate(am - prefix), ends.get(key, np.iinfo(np.int64).min)
@@ -395,14 +369,15 @@ def _segment_gpu(
     pass settles one more link of a chain of waits across streams)."""
     dep = r.g_dep[rows]
     has = dep >= 0
+    groups = _groups(r, rows)
     a = a0
+    d, delay = dep[has], r.g_dep_delay[rows[has]]
     for _ in range(256):
-        ends, ready = _streams(r, rows, a, stream_end, g2)
+        ends, ready = _streams(r, rows, a, stream_end, g2, groups)
         if not has.any():
             break
-        d = dep[has]
         new = a0.copy()
-        new[has] = np.maximum(a0[has], g2[d] + r.g_dur[d] + r.g_dep_delay[rows[has]])
+        new[has] = np.maximum(a0[has], g2[d] + r.g_dur[d] + delay)
         if np.array_equal(new, a):
             break
         a = new
@@ -438,8 +413,12 @@ class Replayer:
     once per subset of fired mechanisms (``2^k`` replays) for the Shapley attribution.
     """
 
-    def __init__(self, trace: Trace, threads: pl.DataFrame) -> None:
-        ev = trace.events
+    def __init__(
+        self, trace: Trace, threads: pl.DataFrame, span: tuple[int, int] | None = None
+    ) -> None:
+        ev = trace.events.with_row_index("_row")
+        if span is not None:  # only the events that start in [span): a block of steps
+            ev = ev.filter(pl.col("start_ns").is_between(span[0], span[1], closed="left"))
         top_all = _top_calls(ev, threads)
         gpu_all = _gpu(ev, top_all)
         self.ranks: dict[int, tuple[pl.DataFrame, pl.DataFrame, _Rank]] = {}

@@ -26,10 +26,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ccdiag.replay import Removal, Replayer
+from ccdiag.ledger.removal import Removal
+from ccdiag.replay import Replayer
 
 #: Most mechanisms in one exact Shapley computation (2^k replays).
 MAX_PLAYERS = 6
+#: Most aligned steps replayed (a contiguous block from the middle of the run, + 1 warm-in).
+MAX_REPLAY_STEPS = 24
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class ShapleyResult:
     replayed: np.ndarray  # the unmodified treatment's replayed step
     without_all: np.ndarray  # the treatment replayed with every mechanism removed
     replays: int
+    measured: np.ndarray  # bool per aligned step: replayed (else the block's mean)
 
 
 def shapley(
@@ -75,25 +79,48 @@ def shapley(
     return phi, v
 
 
-def replay_attribution(pair: Any, removals: dict[str, Removal]) -> ShapleyResult:
+def _block(pair: Any, n_max: int) -> tuple[pl.DataFrame, tuple[int, int] | None]:
+    """A contiguous block of aligned steps to replay (all when there are few): one warm-in step
+    plus ``n_max`` measured steps from the middle of the run; the span of the events it needs."""
+    idx = pair.aligned["idx"].unique().sort()
+    if idx.len() <= n_max + 1:
+        return pair.aligned.with_columns(pl.lit(True).alias("measured")), None
+    i0 = int(idx[(idx.len() - n_max - 1) // 2])
+    a = pair.aligned.filter(pl.col("idx").is_between(i0, i0 + n_max))
+    w = pair.treatment.windows.join(
+        a.select("rank", pl.col("t_step").alias("step")), on=["rank", "step"]
+    )
+    span = (int(w["start_ns"].min()), int(w["end_ns"].max()) + 1)
+    return a.with_columns((pl.col("idx") > i0).alias("measured")), span
+
+
+def replay_attribution(
+    pair: Any, removals: dict[str, Removal], max_steps: int = MAX_REPLAY_STEPS
+) -> ShapleyResult:
     """Shapley values of the mechanisms in ``removals`` by counterfactual replays of the
     treatment (``pair``: a :class:`ccdiag.pairing.Pair`), per aligned step.
 
     Every subset's removal is the sum of its members' (their measured costs are disjoint parts
-    of the matched deltas); the replay model is built once (:class:`ccdiag.replay.Replayer`).
+    of the matched deltas); the replay model is built once (:class:`ccdiag.replay.Replayer`) on
+    a block of at most ``max_steps`` steps (plus one warm-in step) from the middle of the run;
+    steps outside the block get the block's mean (``ShapleyResult.measured`` says which).
     """
     t = pair.treatment
-    rp = Replayer(t.trace, t.threads)
+    block, span = _block(pair, max_steps)
+    rp = Replayer(t.trace, t.threads, span)
+    keys = pair.aligned.select("rank", "idx")
+    measured = keys.join(block.select("rank", "idx", "measured"), on=["rank", "idx"], how="left")
+    mask = measured["measured"].fill_null(False).to_numpy()
     order = pair.aligned.select("rank", pl.col("t_step").alias("step"))
 
     def steps(rm: Removal | None) -> np.ndarray:
         d = rp.step_ns(t.windows, rm)
         j = order.join(d, on=["rank", "step"], how="left")
-        return j["dur_ns"].fill_null(0).to_numpy().astype(float)
+        x = j["dur_ns"].fill_null(0).to_numpy().astype(float)
+        return np.where(mask, x, x[mask].mean() if mask.any() else 0.0)
 
     replayed = steps(None)
     players = list(removals)
-    combined: dict[frozenset[str], Removal] = {}
 
     def value(s: frozenset[str]) -> np.ndarray:
         if not s:
@@ -101,9 +128,9 @@ def replay_attribution(pair: Any, removals: dict[str, Removal]) -> ShapleyResult
         rm = Removal()
         for p in sorted(s):
             rm = rm.plus(removals[p])
-        combined[s] = rm
         return replayed - steps(rm)
 
     phi, v = shapley(players, value)
     alone = {p: v[frozenset({p})] for p in players}
-    return ShapleyResult(phi, alone, replayed, replayed - v[frozenset(players)], len(v))
+    without = replayed - v[frozenset(players)]
+    return ShapleyResult(phi, alone, replayed, without, len(v), mask)

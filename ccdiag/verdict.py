@@ -150,6 +150,10 @@ class ReplayCheck(_Model):
     baseline_ns_per_step: int
     replays: int
     mechanisms: list[str]
+    steps_replayed: int = Field(
+        default=0,
+        description="aligned steps replayed (a contiguous block; the others get its mean)",
+    )
 
 
 class Partition(_Model):

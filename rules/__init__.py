@@ -73,8 +73,12 @@ def list_rules() -> list[dict[str, str]]:
     """Code, name, mechanism and one-line summary of every registered rule."""
     return [
         {
-            "code": r.code, "name": r.name, "mechanism": r.mechanism, "summary": r.summary(),
-            "claims": ", ".join(sorted(r.claimed)), "call_classes": ", ".join(sorted(r.call_classes)),
+            "code": r.code,
+            "name": r.name,
+            "mechanism": r.mechanism,
+            "summary": r.summary(),
+            "claims": ", ".join(sorted(r.claimed)),
+            "call_classes": ", ".join(sorted(r.call_classes)),
         }  # fmt: skip
         for r in REGISTRY
     ]

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import polars as pl
 
 from ccdiag.ledger import PairContext
+from ccdiag.ledger.removal import Removal
 from ccdiag.ledger.vocab import CALL_CLASSES, GPU_CATEGORIES, HOST_CATEGORIES, OP_CATEGORIES
-from ccdiag.replay import Removal
 from ccdiag.schema import Kind
 from ccdiag.verdict import MECHANISMS, Recommendation
 

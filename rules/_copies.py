@@ -12,8 +12,8 @@ from ccdiag.ledger.context import PairContext
 from ccdiag.ledger.critical import critical_windows, exposure, window_classes
 from ccdiag.ledger.gpu import union_ns
 from ccdiag.ledger.host import host_intervals
+from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
 from ccdiag.ledger.vocab import GPU_CATEGORIES, base_name, is_host_copy, num
-from ccdiag.replay import REMOVAL_CALLS, REMOVAL_GPU, Removal
 
 
 def is_async_host_copy() -> pl.Expr:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from ccdiag.ledger.align import GapModel
-from ccdiag.replay import REMOVAL_CALLS, Removal
+from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
 def host_removal(seq_t: pl.DataFrame, gaps: GapModel) -> tuple[Removal, pl.DataFrame]:

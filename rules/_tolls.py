@@ -23,7 +23,7 @@ import polars as pl
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.ledger.align import GapModel
-from ccdiag.replay import REMOVAL_CALLS, Removal
+from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class PathToll:
     scale: float
     in_call_ns: float  # mean paid inside the call
     gap_ns: float  # paid in the host gaps beside the call
-    z: float  # paid / its standard error
+    z: float  # the larger z of its parts (each part is kept only at min_z or more)
     scaled_share: float  # share of the in-call cost that scales with the call's duration
     mean_t_ns: float  # mean treatment duration of the path's matched calls
 
@@ -69,15 +69,31 @@ def _in_call(mp: pl.DataFrame) -> tuple[float, float, float, float]:
     b = mp["b_dur"].to_numpy()
     qb, qt = np.quantile(b, qs), np.quantile(mp["t_dur"].to_numpy(), qs)
     scale, add = np.polyfit(qb, qt, 1) if np.ptp(qb) > 0 else (1.0, float(np.median(qt - qb)))
-    return float(add + (scale - 1.0) * b.mean()), float(se), float(add), float(scale)
+    return float(add + (scale - 1.0) * trimmed_mean(b)), float(se), float(add), float(scale)
+
+
+def trimmed_mean(x: np.ndarray) -> float:
+    """Mean of the p10..p90 range (the range the quantile fit sees: the first launch of a
+    process, which loads modules, stays out)."""
+    if x.size == 0:
+        return 0.0
+    lo, hi = np.quantile(x, [0.1, 0.9])
+    kept = x[(x >= lo) & (x <= hi)]
+    return float(kept.mean()) if kept.size else float(np.median(x))
 
 
 #: Matched calls a launch path needs to serve as the control of in-call growth.
 CONTROL_CALLS = 50
 
 
-def path_tolls(matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame) -> list[PathToll]:
-    """The toll of every launch path with matched calls.
+def _z(x: float, var: float) -> float:
+    return x / np.sqrt(var) if var > 0 else (np.inf if x > 0 else 0.0)
+
+
+def path_tolls(
+    matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame, min_z: float
+) -> list[PathToll]:
+    """The toll of every launch path with matched calls (parts below ``min_z`` count 0).
 
     In-call growth common to every path (host code inside the runtime that got slower: the
     least-grown path's growth per ns of call, when at least two paths have
@@ -88,15 +104,18 @@ def path_tolls(matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame) -> li
     for path in sorted(launches["path"].drop_nulls().unique().to_list()):
         mp = launches.filter(pl.col("path") == path)
         if mp.height >= 3:
-            fits[path] = (mp, *_in_call(mp), float(mp["b_dur"].mean() or 0.0))
+            fits[path] = (mp, *_in_call(mp), trimmed_mean(mp["b_dur"].to_numpy()))
     rates = [f[1] / f[5] for f in fits.values() if f[0].height >= CONTROL_CALLS and f[5] > 0]
     common = max(min(rates), 0.0) if len(rates) >= 2 else 0.0
     out = []
     for path, (mp, in_call, se, add, scale, mean_b) in fits.items():
         in_call -= common * mean_b
-        var = se**2 + gaps.var.get(path, 0.0)
-        paid = in_call + gaps.per_call(path)
-        z = paid / np.sqrt(var) if var > 0 else (np.inf if paid > 0 else 0.0)
+        # each part counts when it stands out of its own noise (a whole-program trace's gaps
+        # hold the app's own host code and are too noisy to say anything, its calls are not)
+        gap, var_gap = gaps.per_call(path), gaps.var.get(path, np.inf)
+        in_call = in_call if _z(in_call, se**2) >= min_z else 0.0
+        gap = gap if _z(gap, var_gap) >= min_z else 0.0
+        z = max(_z(in_call, se**2), _z(gap, var_gap)) if in_call or gap else 0.0
         n_t = seq_t.filter(pl.col("path") == path).height
         grown = (scale - 1.0 - common) * mean_b
         share = float(np.clip(grown / in_call, 0.0, 1.0)) if in_call > 0 else 0.0
@@ -108,7 +127,7 @@ def path_tolls(matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame) -> li
                 add,
                 scale,
                 in_call,
-                gaps.per_call(path),
+                gap,
                 float(z),
                 share,
                 float(mp["t_dur"].mean() or 0.0),
@@ -140,7 +159,10 @@ def toll_removal(
     f = lookup("path", {p: t.scaled_share for p, t in fired.items()})
     mean_t = lookup("path", {p: max(t.mean_t_ns, 1.0) for p, t in fired.items()}).clip(1.0)
     on_path = pl.col("path").is_in(list(fired)).fill_null(False)
-    in_call = pl.when(on_path).then(mean * ((1.0 - f) + f * pl.col("dur") / mean_t)).otherwise(0.0)
+    # at most 3x the path's mean: a call that was long for another reason (module loading in the
+    # first launch) does not pay a toll in proportion to that
+    per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
+    in_call = pl.when(on_path).then(per).otherwise(0.0)
     gap = lookup("key", before) + lookup("prev_key", after)
     r = seq_t.with_columns(
         in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),

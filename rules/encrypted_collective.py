@@ -9,6 +9,7 @@ import polars as pl
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag import collectives as cc
+from ccdiag.ledger import align as al
 from ccdiag.ledger import gpu as gp
 from ccdiag.ledger import stats
 from ccdiag.schema import Kind
@@ -122,7 +123,11 @@ class EncryptedCollective(Rule):
         summary = f"collective kernels {b / 1e3:.1f} -> {t / 1e3:.1f} us/step ({k:.0f} per step)"
         cl = claims(ctx.ledger, "gpu_collective", "d_gpu_collective")
         ddp = _is_ddp(ctx)
-        return self.fired(cl, summary, ev, "medium", k=k, world=world, cf=cf, ddp=ddp, grew=t - b)
+        mg = ctx.matched_gpu
+        rm = al.gpu_growth_removal(mg.filter(pl.col("gclass") == "collective") if mg.height else mg)
+        return self.fired(
+            cl, summary, ev, "medium", removal=rm, k=k, world=world, cf=cf, ddp=ddp, grew=t - b
+        )
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         cf, n = f.facts["cf"], int(f.facts["world"])

@@ -76,7 +76,10 @@ class KernelLaunchToll(Rule):
         min_toll_ns: int = opt(
             700, "Smallest paid cost per launch (ns, on one path) called a toll."
         )
-        min_z: float = opt(4.0, "Smallest ratio of a path's paid cost to its standard error.")
+        min_z: float = opt(
+            4.0,
+            "Smallest ratio of a part of a path's cost (in the call, in the gaps) to its standard error.",
+        )
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
         if ctx.op_mode:
@@ -85,8 +88,8 @@ class KernelLaunchToll(Rule):
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
         o = self.options
-        tolls = tl.path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t)
-        fired = [t for t in tolls if t.paid_ns >= o.min_toll_ns and t.z >= o.min_z]
+        tolls = tl.path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t, o.min_z)
+        fired = [t for t in tolls if t.paid_ns >= o.min_toll_ns]
         if not fired:
             rows = [t.row() for t in tolls]
             return Outcome.clean(f"no per-launch cost on any launch path (matched calls: {rows})")

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import polars as pl
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import align as al
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
@@ -97,7 +98,9 @@ class OneTimeSetup(Rule):
         summary = (
             f"setup calls +{d / 1e6:.1f} ms/step (largest: {big['name']} {big['ns'] / 1e6:.0f} ms)"
         )
-        return self.fired(claims(ctx.ledger, "setup_api", "d_setup_api"), summary, ev, "high")
+        rm = al.call_growth_removal(ctx.matched.filter(pl.col("cls") == "setup"))
+        cl = claims(ctx.ledger, "setup_api", "d_setup_api")
+        return self.fired(cl, summary, ev, "high", removal=rm)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         if not ctx.pair.whole_program:

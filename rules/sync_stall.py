@@ -10,6 +10,7 @@ from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt,
 
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
+from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -107,7 +108,8 @@ class SyncStall(Rule):
         }
         summary = f"{n:.0f} syncs/step stall longer beyond their wait ({basis_txt})"
         conf = "high" if st.height >= 20 else "medium"
-        return self.fired(claims(per, "sync_api", "c"), summary, ev, conf, n=n)
+        rm = _removal(ctx.seq_t.filter(pl.col("cls") == "sync"), inc)
+        return self.fired(claims(per, "sync_api", "c"), summary, ev, conf, removal=rm, n=n)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n = f.facts["n"]
@@ -118,3 +120,16 @@ class SyncStall(Rule):
         text = f"Cut {n:.0f} syncs/step to one: no .item()/.cpu() in the loop, batch readbacks."
         how = f"attributed stall x syncs removed ({n:.0f} -> 1 per step)"
         return [recommendation("fewer_syncs", ns * (n - 1) / n, delta, text, how)]
+
+
+def _removal(syncs: pl.DataFrame, inc: dict[bool, float]) -> Removal:
+    """Each treatment sync's stall out: its own cost on an idle GPU, its wake-up after a wait."""
+    own, wake = max(inc.get(True, 0.0), 0.0), max(inc.get(False, 0.0), 0.0)
+    calls = syncs.select(
+        "ev_row",
+        pl.min_horizontal(pl.lit(int(own)), "raw_dur").cast(pl.Int64).alias("dur_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
+        pl.lit(int(wake), dtype=pl.Int64).alias("eps_ns"),
+        pl.lit(False).alias("unblock"),
+    )
+    return Removal(calls=calls.cast(REMOVAL_CALLS))

@@ -8,6 +8,7 @@ from typing import ClassVar
 import polars as pl
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import align as al
 from ccdiag.ledger import stats
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
@@ -101,7 +102,12 @@ class UvmMigration(Rule):
         }
         summary = f"kernels + UVM migrations {b / 1e6:.2f} -> {t / 1e6:.2f} ms/step"
         nbytes = int(ut["bytes"].fill_null(0).sum() / steps)
-        return self.fired(cl, summary, ev, "high" if ut.height else "medium", bytes=nbytes)
+        mg = ctx.matched_gpu
+        rm = al.gpu_growth_removal(
+            mg.filter(pl.col("gclass").is_in(["uvm", "kernel"])) if mg.height else mg
+        )
+        conf = "high" if ut.height else "medium"
+        return self.fired(cl, summary, ev, conf, removal=rm, bytes=nbytes)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         bulk = f.facts["bytes"] / self.options.bulk_gbps  # ns at bulk CC bandwidth

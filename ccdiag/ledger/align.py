@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
 from ccdiag.ledger.vocab import LAUNCH_PATHS, base_name, is_host_copy, launch_path
 
 #: Steps with more calls than this are matched by (name, k-th occurrence), not by difflib.
@@ -315,3 +316,26 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
         h_mean=h_mean,
         h_mean_se=h_mean_se,
     )
+
+
+def call_growth_removal(matched: pl.DataFrame) -> Removal:
+    """A removal that takes each matched call's growth out of the treatment's call (clipped to
+    the traced call): setup calls, for one."""
+    calls = matched.select(
+        pl.col("t_ev_row").alias("ev_row"),
+        pl.min_horizontal(pl.col("d_dur").clip(lower_bound=0), "t_raw_dur").alias("dur_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("eps_ns"),
+        pl.lit(False).alias("unblock"),
+    )
+    return Removal(calls=calls.filter(pl.col("dur_ns") > 0).cast(REMOVAL_CALLS))
+
+
+def gpu_growth_removal(matched_gpu: pl.DataFrame) -> Removal:
+    """A removal that takes each matched GPU row's growth out of the treatment's row."""
+    if matched_gpu.height == 0 or "t_ev_row" not in matched_gpu.columns:
+        return Removal()
+    gpu = matched_gpu.select(
+        pl.col("t_ev_row").alias("ev_row"), pl.col("d_dur").clip(lower_bound=0).alias("dur_ns")
+    )
+    return Removal(gpu=gpu.filter(pl.col("dur_ns") > 0).cast(REMOVAL_GPU))
