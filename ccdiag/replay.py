@@ -419,6 +419,7 @@ class Replayer:
         ev = trace.events.with_row_index("_row")
         if span is not None:  # only the events that start in [span): a block of steps
             ev = ev.filter(pl.col("start_ns").is_between(span[0], span[1], closed="left"))
+        self.rows = ev["_row"].cast(pl.Int64)  # the rows this model holds
         top_all = _top_calls(ev, threads)
         gpu_all = _gpu(ev, top_all)
         self.ranks: dict[int, tuple[pl.DataFrame, pl.DataFrame, _Rank]] = {}
@@ -427,6 +428,17 @@ class Replayer:
             gpu = gpu_all.filter(pl.col("rank") == rank)
             if top.height:
                 self.ranks[rank] = (top, gpu, _prepare(top, gpu, Injection(), observed=True))
+
+    def coverage(self, removal: Removal) -> float:
+        """Share of a removal's ns on rows this model replays (calls on the main threads, GPU
+        rows they launched): a mechanism whose costs lie elsewhere cannot be replayed."""
+        rows_c = pl.concat([top["_row"] for top, _, _ in self.ranks.values()]).cast(pl.Int64)
+        rows_g = pl.concat([gpu["_row"] for _, gpu, _ in self.ranks.values()]).cast(pl.Int64)
+        inside = pl.col("ev_row").is_in(self.rows.implode())
+        rm = Removal(removal.calls.filter(inside), removal.gpu.filter(inside))  # in the block
+        c = rm.calls.filter(pl.col("ev_row").is_in(rows_c.implode()))
+        g = rm.gpu.filter(pl.col("ev_row").is_in(rows_g.implode()))
+        return Removal(c, g).paid_ns() / rm.paid_ns() if rm.paid_ns() > 0 else 0.0
 
     def step_ns(self, windows: pl.DataFrame, removal: Removal | None = None) -> pl.DataFrame:
         """rank, step, dur_ns of each window (rank, step, start_ns, end_ns) after the replay."""

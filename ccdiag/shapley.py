@@ -31,6 +31,8 @@ from ccdiag.replay import Replayer
 
 #: Most mechanisms in one exact Shapley computation (2^k replays).
 MAX_PLAYERS = 6
+#: Least share of a mechanism's measured costs the replay must hold for it to be a player.
+MIN_COVERAGE = 0.5
 #: Most aligned steps replayed (a contiguous block from the middle of the run, + 1 warm-in).
 MAX_REPLAY_STEPS = 24
 
@@ -120,7 +122,9 @@ def replay_attribution(
         return np.where(mask, x, x[mask].mean() if mask.any() else 0.0)
 
     replayed = steps(None)
-    players = list(removals)
+    # a mechanism whose measured costs mostly lie on rows the model does not replay (GPU work
+    # launched from another thread, a block that does not hold them) keeps its ledger share
+    players = [p for p, rm in removals.items() if rp.coverage(rm) >= MIN_COVERAGE]
 
     def value(s: frozenset[str]) -> np.ndarray:
         if not s:

@@ -8,23 +8,24 @@ from ccdiag.ledger.align import GapModel
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
-def host_removal(seq_t: pl.DataFrame, gaps: GapModel) -> tuple[Removal, pl.DataFrame]:
+def host_removal(
+    seq_t: pl.DataFrame, gaps: GapModel, h: float
+) -> tuple[Removal, pl.DataFrame]:
     """The treatment with its host gaps back at the baseline's speed, and the paid ns per step.
 
     A treatment gap is ``t ≈ (1 + h) b + c`` (``c``: the growth its neighbouring calls bring,
     ``before[key] + after[prev_key]``, only where positive; ``h``: the gap model's mean growth
-    per ns of gap, ``h_mean``), so its host part is ``h / (1 + h) × (t − c)``. Returns the
+    per ns of gap), so its host part is ``h / (1 + h) × (t − c)``. Returns the
     removal and rank, idx, gap_launch, gap_other (ns per step; by the class of the call after the
     gap).
     """
-    h = gaps.h_mean
-
     def lookup(col: str, table: dict[str, float]) -> pl.Expr:
         return pl.col(col).replace_strict(table, default=0.0, return_dtype=pl.Float64)
 
-    c = (lookup("key", gaps.before) + lookup("prev_key", gaps.after)).clip(lower_bound=0.0)
+    c = (lookup("_gk", gaps.before) + lookup("_gp", gaps.after)).clip(lower_bound=0.0)
     part = (h / (1.0 + h) * (pl.col("gap") - c)).clip(lower_bound=0.0)
-    r = seq_t.with_columns(part.round(0).cast(pl.Int64).alias("rm_gap"))
+    r = seq_t.with_columns(gaps.key("key").alias("_gk"), gaps.key("prev_key").alias("_gp"))
+    r = r.with_columns(part.round(0).cast(pl.Int64).alias("rm_gap"))
     calls = r.filter(pl.col("rm_gap") > 0).select(
         "ev_row", pl.lit(0, dtype=pl.Int64).alias("dur_ns"), pl.col("rm_gap").alias("gap_ns"),
         pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),

@@ -86,6 +86,16 @@ def trimmed_mean(x: np.ndarray) -> float:
 CONTROL_CALLS = 50
 
 
+def _path_gap(mp: pl.DataFrame, gaps: GapModel) -> tuple[float, float]:
+    """A path's gap growth per call: its calls' keys' constants (before + after), weighted by
+    the calls, and the variance of that mean."""
+    n = mp.select(gaps.key("key").alias("k")).group_by("k").len()
+    tot = float(n["len"].sum()) or 1.0
+    mean = sum(gaps.per_call(k) * c for k, c in n.iter_rows()) / tot
+    var = sum(gaps.var.get(k, np.inf) * c * c for k, c in n.iter_rows()) / tot**2
+    return float(mean), float(var)
+
+
 def _z(x: float, var: float) -> float:
     return x / np.sqrt(var) if var > 0 else (np.inf if x > 0 else 0.0)
 
@@ -95,8 +105,8 @@ def path_tolls(
 ) -> list[PathToll]:
     """The toll of every launch path with matched calls (parts below ``min_z`` count 0).
 
-    In-call growth common to every path (host code inside the runtime that got slower: the
-    least-grown path's growth per ns of call, when at least two paths have
+    In-call growth that scales with the call on every path (host code inside the runtime that
+    got slower: the least-scaled path's scale, when at least two paths have
     :data:`CONTROL_CALLS` matched calls) is not a toll and is taken off each path's."""
     steps = max(seq_t.select("rank", "idx").unique().height, 1)
     launches = matched.filter(pl.col("cls") == "launch")
@@ -105,14 +115,16 @@ def path_tolls(
         mp = launches.filter(pl.col("path") == path)
         if mp.height >= 3:
             fits[path] = (mp, *_in_call(mp), trimmed_mean(mp["b_dur"].to_numpy()))
-    rates = [f[1] / f[5] for f in fits.values() if f[0].height >= CONTROL_CALLS and f[5] > 0]
+    # the scaled part of each path's in-call growth (quantile fit): a common one is slower
+    # host code; an additive one on every path is a toll on every path
+    rates = [max(f[4] - 1.0, 0.0) for f in fits.values() if f[0].height >= CONTROL_CALLS]
     common = max(min(rates), 0.0) if len(rates) >= 2 else 0.0
     out = []
     for path, (mp, in_call, se, add, scale, mean_b) in fits.items():
         in_call -= common * mean_b
         # each part counts when it stands out of its own noise (a whole-program trace's gaps
         # hold the app's own host code and are too noisy to say anything, its calls are not)
-        gap, var_gap = gaps.per_call(path), gaps.var.get(path, np.inf)
+        gap, var_gap = _path_gap(mp, gaps)
         in_call = in_call if _z(in_call, se**2) >= min_z else 0.0
         gap = gap if _z(gap, var_gap) >= min_z else 0.0
         z = max(_z(in_call, se**2), _z(gap, var_gap)) if in_call or gap else 0.0
@@ -147,8 +159,9 @@ def toll_removal(
     Returns the removal and rank, idx, in_call, gap (ns per step).
     """
     fired = {t.path: t for t in tolls}
-    before = {p: gaps.before.get(p, 0.0) for p in fired}
-    after = {p: gaps.after.get(p, 0.0) for p in fired}
+    keep = [k for k in gaps.before if k.split(":")[0] in fired]
+    before = {k: gaps.before[k] for k in keep if fired[k.split(":")[0]].gap_ns}
+    after = {k: gaps.after[k] for k in keep if fired[k.split(":")[0]].gap_ns}
 
     def lookup(col: str, table: dict[str, float]) -> pl.Expr:
         return pl.col(col).replace_strict(table, default=0.0, return_dtype=pl.Float64)
@@ -163,8 +176,9 @@ def toll_removal(
     # first launch) does not pay a toll in proportion to that
     per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
     in_call = pl.when(on_path).then(per).otherwise(0.0)
-    gap = lookup("key", before) + lookup("prev_key", after)
-    r = seq_t.with_columns(
+    gap = lookup("_gk", before) + lookup("_gp", after)
+    r = seq_t.with_columns(gaps.key("key").alias("_gk"), gaps.key("prev_key").alias("_gp"))
+    r = r.with_columns(
         in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),
         gap.clip(0, pl.col("gap")).round(0).cast(pl.Int64).alias("rm_gap"),
     )

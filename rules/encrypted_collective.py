@@ -29,11 +29,10 @@ class EncryptedCollective(Rule):
     185 → 156 GB/s, small P2P write 3.7 → 14.5 µs (B200).
 
     ## Evidence
-    GPU busy time of collective kernels per aligned step (union over streams); claims the growth of
-    GPU-critical collective time (``gpu_collective``), so only communication the host actually
-    waited for (exposed communication) is attributed. Per collective name: calls per step, median
-    bytes, duration and bandwidth; per run a fit ``time = fixed + bytes / bandwidth``
-    (``ccdiag.collectives``) that predicts what each fix recovers.
+    Collective busy time per aligned step; per collective name: calls, bytes, duration,
+    bandwidth; per run a fit ``time = fixed + bytes / bandwidth`` (``ccdiag.collectives``) that
+    predicts each fix. Removal (replay): each matched collective kernel's growth. Ledger claim:
+    the growth of GPU-critical collective time (``gpu_collective``).
 
     ## Example
     ``tests/rules/cases/encrypted-collective.yaml`` ``fires_when_allreduce_slows_down``.
@@ -122,12 +121,9 @@ class EncryptedCollective(Rule):
         }  # fmt: skip
         summary = f"collective kernels {b / 1e3:.1f} -> {t / 1e3:.1f} us/step ({k:.0f} per step)"
         cl = claims(ctx.ledger, "gpu_collective", "d_gpu_collective")
-        ddp = _is_ddp(ctx)
-        mg = ctx.matched_gpu
-        rm = al.gpu_growth_removal(mg.filter(pl.col("gclass") == "collective") if mg.height else mg)
-        return self.fired(
-            cl, summary, ev, "medium", removal=rm, k=k, world=world, cf=cf, ddp=ddp, grew=t - b
-        )
+        rm = al.gpu_growth_removal(ctx.matched_gpu, ["collective"])
+        facts = {"k": k, "world": world, "cf": cf, "ddp": _is_ddp(ctx), "grew": t - b}
+        return self.fired(cl, summary, ev, "medium", removal=rm, **facts)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         cf, n = f.facts["cf"], int(f.facts["world"])
@@ -154,8 +150,7 @@ class EncryptedCollective(Rule):
 
 
 def _how(p: cc.Prediction) -> str:
-    up = "" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)"
-    return p.method + up
+    return p.method + ("" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)")
 
 
 def _is_ddp(ctx: RuleContext) -> bool:

@@ -129,7 +129,8 @@ def _removal(syncs: pl.DataFrame, inc: dict[bool, float]) -> Removal:
         "ev_row",
         pl.min_horizontal(pl.lit(int(own)), "raw_dur").cast(pl.Int64).alias("dur_ns"),
         pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
-        pl.lit(int(wake), dtype=pl.Int64).alias("eps_ns"),
+        # the replay ends a sync at max(own cost, GPU done + wake-up): both come down
+        pl.lit(int(max(own, wake)), dtype=pl.Int64).alias("eps_ns"),
         pl.lit(False).alias("unblock"),
     )
     return Removal(calls=calls.cast(REMOVAL_CALLS))

@@ -102,10 +102,7 @@ class UvmMigration(Rule):
         }
         summary = f"kernels + UVM migrations {b / 1e6:.2f} -> {t / 1e6:.2f} ms/step"
         nbytes = int(ut["bytes"].fill_null(0).sum() / steps)
-        mg = ctx.matched_gpu
-        rm = al.gpu_growth_removal(
-            mg.filter(pl.col("gclass").is_in(["uvm", "kernel"])) if mg.height else mg
-        )
+        rm = al.gpu_growth_removal(ctx.matched_gpu, ["uvm", "kernel"])
         conf = "high" if ut.height else "medium"
         return self.fired(cl, summary, ev, conf, removal=rm, bytes=nbytes)
 

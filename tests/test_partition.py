@@ -62,9 +62,13 @@ def test_async_device_copy_is_a_submission_not_a_host_copy() -> None:
     assert (copies.filter(~vc.is_host_copy().fill_null(True))["cls"] == "launch").all()
 
 
-def test_nsys_decode_launch_toll_is_the_injected_toll_and_the_slower_host_is_hs01() -> None:
-    # arrange: the eager decode under Nsight Systems; cuKernelGetName precedes every launch and
-    # the treatment's host code ran ~1.7x slower (no cpu_ops to check it directly)
+def test_nsys_decode_launch_toll_is_the_injected_toll_whatever_else_slowed() -> None:
+    """decode_eager_nsys: the eager decode under Nsight Systems; cuKernelGetName precedes every
+    launch and the treatment's capture range landed in the profiler's slow mode (host ~1.7x,
+    not emulated: sample_traces/README.md). Every host gap sits beside a tolled launch, so that
+    slowdown cannot be told from the toll's side effects: the toll is measured per launch path
+    (the cuBLAS launches untolled), host_slowdown stays out (< 3 %, it was not injected) and the
+    rest is left unattributed, not given to a mechanism."""
     d = SAMPLES / "decode_eager_nsys"
     truth = json.loads((SAMPLES / "decode_eager" / "ground_truth.json").read_text())
     injected = truth["injected_ns_per_step"]["launch_toll"]
@@ -73,18 +77,10 @@ def test_nsys_decode_launch_toll_is_the_injected_toll_and_the_slower_host_is_hs0
     # assert
     got = {a.mechanism: a for a in r.attribution}
     assert abs(got["launch_toll"].ns_per_step - injected) <= 0.15 * injected
-    # the slower host code is HS01's, from the matched host gaps' growth in proportion to their
-    # length (beyond what the neighbouring launches explain), with low confidence: no cpu_ops
-    host = got["host_slowdown"]
-    assert host.confidence == "low" and 1.4 < host.evidence["ratio"] < 1.9
-    assert "matched host gaps" in host.evidence["basis"]
-    assert abs(r.unattributed_share) < 0.10
-    # attributed by replay: the Shapley values and the ledger agree here (no interaction)
+    assert "library" not in got["launch_toll"].evidence["tolled_paths"]  # cuBLAS: untolled
     assert got["launch_toll"].method == "replay_shapley"
+    assert "host_slowdown" not in got or abs(got["host_slowdown"].share) < 0.03
     assert r.partition is not None and r.partition.replay is not None
-
-
-# -- interactions (rules._base.Interaction): a term two mechanisms make together is halved ------
 
 
 def _parts(**cats: list[float]) -> dict:
@@ -192,13 +188,16 @@ def test_a_cpu_neighbour_is_host_slowdown_not_launch_toll() -> None:
     """decode_eager_cpu (real H200): the B200 launch toll plus a CPU-bound neighbour on the main
     thread's core. Measured alone the neighbour adds 7.96 ms/step and the toll 1.84 ms, together
     6.03 ms (the README's table judges the split); here: HS01 finds the slower host code in the
-    matched host gaps beyond what the launches explain (the cpu_op control agrees: medium
-    confidence) and leads, and at most 10 % is left unexplained."""
+    matched host gaps beside no tolled launch (the cpu_op control agrees: medium confidence)
+    and leads; the toll, whose Shapley truth is ~0 here, stays below 3 %. Known miss: HS01 gets
+    ~4.8 of the truth's 6.08 ms (the neighbour's cost in the gaps beside tolled launches is not
+    claimed: it cannot be told from the toll's side effects there), ~21 % unattributed."""
     r = api.diagnose(*_pair("decode_eager_cpu"))
     att = {a.mechanism: a for a in r.attribution}
     host = att["host_slowdown"]
     assert r.attribution[0].mechanism == "host_slowdown" and host.confidence == "medium"
     assert host.evidence["ratio"] > 1.4 and "matched host gaps" in host.evidence["basis"]
-    assert abs(r.unattributed_share) < 0.10
+    assert "launch_toll" not in att or abs(att["launch_toll"].share) < 0.03
+    assert abs(r.unattributed_share) < 0.25
     truth = json.loads((SAMPLES / "decode_eager_cpu" / "ground_truth.json").read_text())
     assert truth["cpu_neighbour"]["nice"] == 5 and "host_slowdown" in truth["mechanisms"]

@@ -62,6 +62,7 @@ def _prepare(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFr
             base_name().alias("bname"),
             "cls",
             launch_path().alias("path") if "gpu_name" in c.columns else pl.lit(None, pl.String),
+            col("gpu_name", pl.lit(None, pl.String)).alias("gname"),
             pl.col("ev_row").cast(pl.Int64),
             pl.col("eff_ns").cast(pl.Int64).alias("dur"),
             col("raw_dur_ns", pl.col("dur_ns")).cast(pl.Int64).alias("raw_dur"),
@@ -77,7 +78,12 @@ def _prepare(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFr
             pl.int_range(pl.len()).over("rank", "idx").alias("k"),
         )
         .with_columns(
-            pl.coalesce("path", "cls").alias("key"),
+            # a launch's key is its path and kernel: a toll paid on some kernels of a path only
+            # (a library kernel misread as the framework's, say) is measured where it is paid
+            pl.when(pl.col("path").is_not_null())
+            .then(pl.concat_str("path", pl.col("gname").fill_null("?"), separator=":"))
+            .otherwise(pl.col("cls"))
+            .alias("key"),
             pl.col("ev_row").shift(-1).over("rank", "idx").alias("next_ev_row"),
         )
         .with_columns(
@@ -240,6 +246,7 @@ class GapModel:
     before: dict[str, float]
     after: dict[str, float]
     var: dict[str, float]
+    kept: frozenset[str]  # fine keys (path:kernel) with enough matched calls of their own
     h: float
     h_se: float
     n: int
@@ -249,6 +256,20 @@ class GapModel:
     def per_call(self, key: str) -> float:
         """The gap growth a call of ``key`` brings (before it + after it)."""
         return self.before.get(key, 0.0) + self.after.get(key, 0.0)
+
+    def key(self, col: str) -> pl.Expr:
+        """The model's key for a sequence's ``key`` / ``prev_key`` column: the fine key where
+        it has its own constants, else its launch path (or call class)."""
+        return coarse_key(pl.col(col), self.kept)
+
+
+#: Matched calls a fine key (launch path and kernel) needs for constants of its own.
+MIN_KEY_CALLS = 30
+
+
+def coarse_key(c: pl.Expr, kept: frozenset[str]) -> pl.Expr:
+    """A key as the gap model knows it (see :meth:`GapModel.key`)."""
+    return pl.when(c.is_in(list(kept))).then(c).otherwise(c.str.split(":").list.first())
 
 
 def _within(m: pl.DataFrame, z: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
@@ -273,16 +294,45 @@ def _within(m: pl.DataFrame, z: np.ndarray, y: np.ndarray) -> tuple[float, float
     return float(beta[0]), float(np.sqrt(max(cov[0, 0], 0.0))), h_mean, se_mean
 
 
+#: A key whose per-call constant is at least this (ns) and this many standard errors explains
+#: the growth of the gaps beside its calls (they are not host code that got slower).
+EXPLAINS_NS = 700
+EXPLAINS_Z = 4.0
+#: Gaps next to no explaining call that host-code growth is measured on, at least.
+MIN_CLEAN_GAPS = 100
+
+
+def _tail(m: pl.DataFrame, z: np.ndarray, r0: np.ndarray) -> tuple[float, float]:
+    """Growth per ns of gap of what the calls' constants leave (``r0``) on these gaps: the
+    within-cell robust slope plus the least-squares mean of what that leaves (a preempted thread
+    loses a few gaps whole: heavy tails, host time no call explains), and its standard error."""
+    if z.size < MIN_CLEAN_GAPS:  # too few gaps beside no explaining call to tell
+        return 0.0, float("inf")
+    h, _, _, _ = _within(m, z, r0)
+    resid = r0 - h * z
+    zz = float((z * z).sum())
+    if zz <= 0:
+        return 0.0, float("inf")
+    tail = float((z * resid).sum() / zz)
+    r = resid - tail * z
+    return h + tail, float(np.sqrt((r * r).sum() / max(z.size - 1, 1) / zz))
+
+
 def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
     """Fit ``Δgap = before[key] + after[prev_key] + h × typical gap`` on matched calls.
 
     ``h`` from the variation within each (key, prev_key) cell (:func:`_within`); then the
-    per-key constants by a robust fit (Huber) of what ``h`` leaves; ``h_mean``: ``h`` plus the
-    least-squares growth per ns of gap of what both leave (the heavy tail)."""
-    keys = [k for k in GAP_KEYS if k in set(m["key"].to_list()) | set(m["prev_key"].to_list())]
-    if m.height < min_gaps or not keys:
-        return GapModel({}, {}, {}, 0.0, float("inf"), m.height)
+    per-key constants by a robust fit (Huber) of what ``h`` leaves; ``h_mean``: the growth per ns
+    of gap (:func:`_tail`) of the gaps next to no key that explains them."""
+    if m.height < min_gaps:
+        return GapModel({}, {}, {}, frozenset(), 0.0, float("inf"), m.height)
+    n = m.group_by("key").len()
+    kept = frozenset(
+        n.filter((pl.col("len") >= MIN_KEY_CALLS) & pl.col("key").str.contains(":"))["key"]
+    )
+    m = m.with_columns(coarse_key(pl.col("key"), kept), coarse_key(pl.col("prev_key"), kept))
     key, prev = m["key"].to_numpy(), m["prev_key"].to_numpy()
+    keys = sorted((set(key) | set(prev)) - {"start"})
     cols = [(key == k).astype(float) for k in keys] + [(prev == k).astype(float) for k in keys]
     # the regressor is the gap's typical length at its place in the step (the median over the
     # steps of the baseline's gap at the same ordinal), not the baseline's own: noise in one
@@ -294,22 +344,24 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
     x = np.column_stack(cols)
     beta, cov = huber_fit(x, y - h * z)
     nk = len(keys)
-    # what the calls' robust constants and h leave, in the mean: a preempted thread loses a few
-    # gaps whole (heavy tails a robust fit rightly keeps out of the tolls, but host time no call
-    # explains), spread in proportion to the gaps' lengths
-    resid = y - x @ beta - h * z
-    zz = float((z * z).sum())
-    tail = float((z * resid).sum() / zz) if zz > 0 else 0.0
-    r = resid - tail * z
-    h_mean = h + tail
-    h_mean_se = float(np.sqrt((r * r).sum() / max(z.size - 1, 1) / zz)) if zz > 0 else np.inf
     var = {
         k: float(cov[i, i] + cov[nk + i, nk + i] + 2 * cov[i, nk + i]) for i, k in enumerate(keys)
     }
+    # host code no call explains: only gaps next to no call whose own constant stands out (a
+    # tolled launch's neighbours may grow by more than the toll: the emulator's or the driver's
+    # side effects are the toll's, not slower host code)
+    per = {k: float(beta[i] + beta[nk + i]) for i, k in enumerate(keys)}
+    loud = {k for k in keys if per[k] >= EXPLAINS_NS and per[k] >= EXPLAINS_Z * np.sqrt(var[k])}
+    # a launch path with one loud kernel explains all its kernels' gaps (the split of a toll
+    # among a path's kernels, and between the gap before and after them, is not identified)
+    loud |= {k for k in keys if k.split(":")[0] in {q.split(":")[0] for q in loud}}
+    clean = ~(np.isin(key, list(loud)) | np.isin(prev, list(loud)))
+    h_mean, h_mean_se = _tail(m.filter(pl.Series(clean)), z[clean], (y - x @ beta)[clean])
     return GapModel(
         before={k: float(beta[i]) for i, k in enumerate(keys)},
         after={k: float(beta[nk + i]) for i, k in enumerate(keys)},
         var=var,
+        kept=kept,
         h=h,
         h_se=h_se,
         n=m.height,
@@ -331,11 +383,12 @@ def call_growth_removal(matched: pl.DataFrame) -> Removal:
     return Removal(calls=calls.filter(pl.col("dur_ns") > 0).cast(REMOVAL_CALLS))
 
 
-def gpu_growth_removal(matched_gpu: pl.DataFrame) -> Removal:
-    """A removal that takes each matched GPU row's growth out of the treatment's row."""
+def gpu_growth_removal(matched_gpu: pl.DataFrame, classes: list[str]) -> Removal:
+    """A removal that takes each matched GPU row's growth out of the treatment's row (rows of
+    the GPU ``classes`` only)."""
     if matched_gpu.height == 0 or "t_ev_row" not in matched_gpu.columns:
         return Removal()
-    gpu = matched_gpu.select(
+    gpu = matched_gpu.filter(pl.col("gclass").is_in(classes)).select(
         pl.col("t_ev_row").alias("ev_row"), pl.col("d_dur").clip(lower_bound=0).alias("dur_ns")
     )
     return Removal(gpu=gpu.filter(pl.col("dur_ns") > 0).cast(REMOVAL_GPU))
