@@ -336,7 +336,7 @@ def annotate_pair(
         ``out``, ``mode`` (``kineto-copy`` or ``from-events``), ``report`` and ``added``
         (number of added events by phase).
     """
-    from ccdiag.rules._base import RuleContext
+    from ccdiag.ledger import PairContext as RuleContext
     from ccdiag.timeline import mechanism_intervals
 
     fired = {a.mechanism for a in report.attribution if a.ns_per_step > 0}

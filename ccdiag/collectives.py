@@ -290,13 +290,13 @@ def _median(s: pl.Series) -> float:
 
 def facts_of_pair(pair: Any) -> Facts | None:
     """:func:`facts` of an aligned pair (``ccdiag.pairing.Pair``)."""
-    from ccdiag.rules import _expr as ex  # late: the rules import this module
+    from ccdiag.ledger import vocab as vc
 
     gb, gt = (
         s.gpu.filter(pl.col("gclass") == "collective") for s in (pair.baseline, pair.treatment)
     )
     every = (
-        s.trace.events.filter(pl.col("kind").is_in(ex.GPU_KINDS) & (ex.gpu_class() == "collective"))
+        s.trace.events.filter(pl.col("kind").is_in(vc.GPU_KINDS) & (vc.gpu_class() == "collective"))
         for s in (pair.baseline, pair.treatment)
     )
     return facts(gb, gt, *every)

@@ -33,15 +33,17 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ccdiag.ledger import vocab as vc
 from ccdiag.pairing import Pair, spread
 from ccdiag.rules import REGISTRY
-from ccdiag.rules import _expr as ex
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext
+from ccdiag.shapley import MAX_PLAYERS, ShapleyResult, replay_attribution
 from ccdiag.verdict import (
     Attribution,
     LedgerRow,
     Partition,
     Recommendation,
+    ReplayCheck,
     Report,
     RuleOutcome,
     StepPartition,
@@ -157,7 +159,7 @@ def _slack_pass(
     if ctx.host_only:
         return
     n = led.height
-    d_gpu = sum((led[f"d_{c}"].to_numpy().astype(float) for c in ex.GPU_CATEGORIES), np.zeros(n))
+    d_gpu = sum((led[f"d_{c}"].to_numpy().astype(float) for c in vc.GPU_CATEGORIES), np.zeros(n))
     d_busy = (
         ctx.busy["d_all"].to_numpy().astype(float) if "d_all" in ctx.busy.columns else np.zeros(n)
     )
@@ -165,7 +167,7 @@ def _slack_pass(
     if keep.any():
         mean_shrink = _shrink(np.array([d_gpu[keep].mean()]), np.array([d_busy[keep].mean()]))
         shrink = shrink * _mean_scale(shrink, float(mean_shrink[0]), keep)
-    host = [c for c in ex.HOST_CATEGORIES]
+    host = [c for c in vc.HOST_CATEGORIES]
     pos = {
         m: np.clip(
             sum((v for k, v in parts[m].parts.items() if _category_of(k) in host), np.zeros(n)),
@@ -202,7 +204,7 @@ def _hidden_host_pass(
         hidden = hidden * _mean_scale(hidden, mean_loss, keep)
     gpu = {
         m: np.clip(
-            sum((p.parts.get(c, np.zeros(n)) for c in ex.GPU_CATEGORIES), np.zeros(n)), 0, None
+            sum((p.parts.get(c, np.zeros(n)) for c in vc.GPU_CATEGORIES), np.zeros(n)), 0, None
         )
         for m, p in parts.items()
     }
@@ -272,7 +274,7 @@ def _ledger_rows(ctx: RuleContext, keep: np.ndarray) -> tuple[list[LedgerRow], l
                 treatment=int(busy[f"t_{c}"].mean() or 0),
                 delta=int(busy[f"d_{c}"].mean() or 0),
             )
-            for c in (*ex.GPU_CLASSES, "all")
+            for c in (*vc.GPU_CLASSES, "all")
         ]
     return rows, gpu
 
@@ -399,6 +401,68 @@ def _slowdown_warning(ctx: RuleContext, keep: np.ndarray, total: int) -> str | N
     )
 
 
+def _replay_pass(pair: Pair, fired: list[Finding], total: float) -> ShapleyResult | None:
+    """Shapley values by counterfactual replay of the fired mechanisms that measured a removal
+    paying at least 1 % of the delta (the :data:`MAX_PLAYERS` largest; the others keep their
+    ledger share)."""
+    floor = max(0.01 * abs(total), 1000.0)
+    rem = {f.mechanism: f.removal for f in fired if f.removal is not None}
+    n = max(pair.aligned.height, 1)
+    rem = {m: r for m, r in rem.items() if r.paid_ns() / n >= floor}  # type: ignore[union-attr]
+    if not rem or pair.mode == "host_only":
+        return None
+    top = sorted(rem, key=lambda m: -rem[m].paid_ns())[:MAX_PLAYERS]  # type: ignore[union-attr]
+    return replay_attribution(pair, {m: rem[m] for m in top})  # type: ignore[misc]
+
+
+def _paid(
+    claimed_by: dict[tuple[str, str], np.ndarray], keep: np.ndarray, fired: list[Finding], n: int
+) -> dict[str, int]:
+    """What each mechanism costs in the treatment per step: its removal's total (measured on
+    matched calls, gaps, GPU rows) per aligned step, else its raw ledger claims."""
+    out: dict[str, int] = {}
+    for (m, _cat), v in claimed_by.items():
+        out[m] = out.get(m, 0) + int(round(v[keep].mean())) if keep.any() else 0
+    for f in fired:
+        if f.removal is not None and n:
+            out[f.mechanism] = int(round(f.removal.paid_ns() / n))
+    return out
+
+
+def _replay_check(rp: ShapleyResult | None, pair: Pair, keep: np.ndarray) -> ReplayCheck | None:
+    use = keep & rp.measured if rp is not None else keep
+    if rp is None or not use.any():
+        return None
+    a = pair.aligned.filter(pl.Series(use))
+    return ReplayCheck(
+        measured_treatment_ns_per_step=int(a["t_ns"].mean() or 0),
+        replayed_treatment_ns_per_step=int(rp.replayed[use].mean()),
+        replayed_without_all_ns_per_step=int(rp.without_all[use].mean()),
+        baseline_ns_per_step=int(a["b_ns"].mean() or 0),
+        replays=rp.replays,
+        mechanisms=sorted(rp.phi),
+        steps_replayed=int(rp.measured.sum()),
+    )
+
+
+def _disagreements(atts: list[Attribution], total: int) -> list[str]:
+    """Where the replay's Shapley value and the critical-path ledger disagree (cross-check)."""
+    out = []
+    for a in atts:
+        if a.method != "replay_shapley" or a.ledger_ns_per_step is None:
+            continue
+        gap = a.ns_per_step - a.ledger_ns_per_step
+        big = max(abs(a.ns_per_step), abs(a.ledger_ns_per_step))
+        if abs(gap) > max(0.03 * abs(total), 0.25 * big, 1000):
+            out.append(
+                f"{a.mechanism}: replay attributes {_fmt(a.ns_per_step)}/step, the critical-path "
+                f"ledger {_fmt(a.ledger_ns_per_step)}/step (replay alone {_fmt(a.alone_ns_per_step or 0)}"
+                "; the replay's Shapley value splits interactions the ledger cannot see, the ledger "
+                "sees overlaps the replay model simplifies)"
+            )
+    return out
+
+
 def diagnose_pair(
     pair: Pair,
     rules: tuple[type[Rule], ...] | None = None,
@@ -437,11 +501,26 @@ def diagnose_pair(
     total = int(round(delta[keep].mean())) if n else 0
     per_mech = {m: parts[m].total(n) for m in parts}
     means = {m: int(round(v[keep].mean())) for m, v in per_mech.items() if m != UNATTRIBUTED}
+    ledger_means = dict(means)
+    rp = _replay_pass(pair, [f for _, f in fired], float(delta[keep].mean()) if n else 0.0)
+    if rp is not None:
+        for m, phi in rp.phi.items():
+            per_mech[m] = phi
+            means[m] = int(round(phi[keep].mean()))
     unattr = total - sum(means.values())
+    per_mech[UNATTRIBUTED] = delta - sum((v for k, v in per_mech.items() if k != UNATTRIBUTED), 0)
+    paid = _paid(claimed_by, keep, [f for _, f in fired], n)
     atts: list[Attribution] = []
     for rule, f in fired:
         ns = means[f.mechanism]
         fixes = rule.recommend(ctx, f, ns, total)
+        by_replay = rp is not None and f.mechanism in rp.phi
+        alone = int(round(rp.alone[f.mechanism][keep].mean())) if by_replay else None  # type: ignore[union-attr]
+        built = (
+            {"alone": alone or 0, "interactions": ns - (alone or 0)}
+            if by_replay
+            else {k: int(round(v[keep].mean())) for k, v in parts[f.mechanism].parts.items()}
+        )
         atts.append(
             Attribution(
                 mechanism=f.mechanism,
@@ -453,7 +532,11 @@ def diagnose_pair(
                 evidence=f.evidence,
                 recommendations=fixes,
                 spread=spread(per_mech[f.mechanism]),
-                parts={k: int(round(v[keep].mean())) for k, v in parts[f.mechanism].parts.items()},
+                parts=built,
+                method="replay_shapley" if by_replay else "ledger",
+                paid_ns_per_step=paid.get(f.mechanism),
+                ledger_ns_per_step=ledger_means[f.mechanism],
+                alone_ns_per_step=alone,
             )
         )
     atts.sort(key=lambda a: -a.ns_per_step)
@@ -503,7 +586,7 @@ def diagnose_pair(
         ],
         recommendations=recs,
         warnings=warnings,
-        notes=[*pair.dropped, *pair.notes, *hidden],
+        notes=[*pair.dropped, *pair.notes, *hidden, *_disagreements(atts, total)],
         mode="host_only" if pair.mode == "host_only" else "gpu",
         whole_program=pair.whole_program,
         partition=Partition(
@@ -515,6 +598,8 @@ def diagnose_pair(
             gpu_busy=gpu_rows,
             per_step=per_step,
             steady_state_ns_per_step=steady,
+            method="replay_shapley" if rp is not None else "ledger",
+            replay=_replay_check(rp, pair, keep),
         ),
         verdict=_verdict(total, atts, pair, steady),
     )

@@ -30,7 +30,10 @@ import numpy as np
 import polars as pl
 
 from ccdiag.errors import PairMismatchError
-from ccdiag.rules import _expr as ex
+from ccdiag.ledger import gpu as gp
+from ccdiag.ledger import host as hc
+from ccdiag.ledger import stats
+from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Trace
 from ccdiag.verdict import Spread, StepTimes
 
@@ -163,18 +166,18 @@ def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str
         pl.col("n_right").sum().alias("nt"),
     )
     per = per.with_columns((pl.col("common") / pl.max_horizontal("nb", "nt", 1)).alias("ov"))
-    return ex.num(per["ov"].median(), 1.0) if per.height else 1.0
+    return vc.num(per["ov"].median(), 1.0) if per.height else 1.0
 
 
 def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    api = side.events.filter(pl.col("kind").is_in(ex.API_KINDS)).join(
+    api = side.events.filter(pl.col("kind").is_in(vc.API_KINDS)).join(
         threads, on=["rank", "pid", "tid"]
     )
-    api = ex.assign_window(
-        api.filter(ex.is_kernel_launch()).select("rank", "name", "start_ns"), windows
+    api = hc.assign_window(
+        api.filter(vc.is_kernel_launch()).select("rank", "name", "start_ns"), windows
     )
     return api.group_by("rank", "step").agg(
-        pl.len().alias("launches"), ex.base_name().str.contains("GraphLaunch").sum().alias("graphs")
+        pl.len().alias("launches"), vc.base_name().str.contains("GraphLaunch").sum().alias("graphs")
     )
 
 
@@ -188,8 +191,8 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
         .join(lt, left_on=["rank", "t_step"], right_on=["rank", "step"], how="left", suffix="_t")
         .fill_null(0)
     )
-    gb = ex.num((j["graphs"] > 0).mean())
-    gt = ex.num((j["graphs_t"] > 0).mean())
+    gb = vc.num((j["graphs"] > 0).mean())
+    gt = vc.num((j["graphs_t"] > 0).mean())
     where = t.trace.meta.source
     if abs(gb - gt) > opts.graph_tolerance:
         modes = {True: "CUDA graphs", False: "eager launches"}
@@ -199,7 +202,7 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
             f"{modes[gt > 0.5]} (a CUDA-graph vs eager pair is a different workload; capture both "
             "runs in the same mode)",
         )
-    nb, nt = ex.num(j["launches"].median()), ex.num(j["launches_t"].median())
+    nb, nt = vc.num(j["launches"].median()), vc.num(j["launches_t"].median())
     if max(nb, nt) > 0 and abs(nt - nb) / max(nb, 1.0) > opts.launch_tolerance:
         raise PairMismatchError(
             where,
@@ -222,7 +225,7 @@ def _duration_ratio(b: pl.DataFrame, t: pl.DataFrame) -> float | None:
     j = mb.join(mt, on="name").filter((pl.col("b") > 0) & (pl.col("t") > 0))
     if j.height == 0:
         return None
-    return ex.num((j["t"] / j["b"]).median())
+    return vc.num((j["t"] / j["b"]).median())
 
 
 def _check_time_units(b: Trace, t: Trace) -> None:
@@ -254,7 +257,7 @@ def _check_op_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOption
             s.threads, on=["rank", "pid", "tid"]
         )
         return _counts(
-            ex.assign_window(rows.select("rank", "name", "start_ns"), s.windows), "step", "name"
+            hc.assign_window(rows.select("rank", "name", "start_ns"), s.windows), "step", "name"
         )
 
     ov = _overlap(ops(b), ops(t), aligned, "name")
@@ -270,7 +273,7 @@ def spread(x: np.ndarray, ci: tuple[int, int] | None = None) -> Spread:
     """Median, p10, p90, mean and a 95 % CI of the median of per-step values (ns)."""
     if x.size == 0:
         return Spread(median=0, p10=0, p90=0, mean=0, ci95_low=0, ci95_high=0, n=0)
-    lo, hi = ci if ci is not None else ex.bootstrap_median_ci(x)
+    lo, hi = ci if ci is not None else stats.bootstrap_median_ci(x)
     return Spread(
         median=int(np.median(x)),
         p10=int(np.percentile(x, 10)),
@@ -285,7 +288,7 @@ def spread(x: np.ndarray, ci: tuple[int, int] | None = None) -> Spread:
 def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
     bn, tn, dn = (aligned[c].to_numpy().astype(np.int64) for c in ("b_ns", "t_ns", "delta_ns"))
     if dn.size >= 3:
-        ci = ex.bootstrap_median_ci(dn)
+        ci = stats.bootstrap_median_ci(dn)
         method = f"bootstrap of the median over {dn.size} paired steps (2000 resamples)"
     else:
         med = int(np.median(dn)) if dn.size else 0
@@ -313,11 +316,11 @@ def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
 
 
 def _side(t: Trace, host_only: bool, op_mode: bool) -> tuple[Side, bool]:
-    threads = ex.main_threads(t.events, host_only=op_mode)
+    threads = hc.main_threads(t.events, host_only=op_mode)
     if threads.height == 0:
         raise PairMismatchError(t.meta.source, "no host thread with CUDA API calls or cpu_ops")
     windows, whole = _windows(t, threads)
-    gpu = ex.gpu_rows(t.events, windows) if not host_only else t.events.clear()
+    gpu = gp.gpu_rows(t.events, windows) if not host_only else t.events.clear()
     return Side(t, windows, threads, gpu, _has_gpu(t)), whole
 
 

@@ -28,7 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ccdiag.rules import _expr as ex
+from ccdiag import apis
+from ccdiag.ledger import host as hc
+from ccdiag.ledger import vocab as vc
+from ccdiag.ledger.removal import Removal
 from ccdiag.schema import Trace
 
 
@@ -83,8 +86,16 @@ def _row_costs(top: pl.DataFrame, gpu: pl.DataFrame, rc: RowCosts | None) -> dic
     }
 
 
+def _indexed(ev: pl.DataFrame) -> pl.DataFrame:
+    """Events with ``_row``, their row in the full trace (kept when a part was cut out)."""
+    return ev if "_row" in ev.columns else ev.with_row_index("_row")
+
+
 def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    api = ev.with_row_index("_row").filter(pl.col("kind").is_in(ex.API_KINDS))
+    api = _indexed(ev).filter(pl.col("kind").is_in(vc.API_KINDS))
+    # state queries (cuKernelGetName, cudaStreamIsCapturing) are host code inside the gap before
+    # the next call, as on the ledger (``ccdiag.ledger.host.host_calls``)
+    api = api.filter(~vc.base_name().is_in(list(apis.QUERY_APIS)))
     api = api.join(threads, on=["rank", "pid", "tid"]).sort(
         "rank", "start_ns", pl.col("dur_ns"), descending=[False, False, True]
     )
@@ -92,7 +103,7 @@ def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     prev = end.cum_max().shift(1).over("rank")
     api = api.with_columns(
         (pl.col("start_ns") >= prev.fill_null(pl.col("start_ns"))).alias("top"),
-        ex.api_class().alias("cls"),
+        vc.api_class().alias("cls"),
     )
     top = api.filter(pl.col("top")).with_columns(pl.int_range(pl.len()).over("rank").alias("ci"))
     return top.select(
@@ -101,15 +112,15 @@ def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
 
 
 def _gpu(ev: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
-    g = ev.with_row_index("_row").filter(
-        pl.col("kind").is_in(ex.GPU_KINDS) & pl.col("correlation").is_not_null()
+    g = _indexed(ev).filter(
+        pl.col("kind").is_in(vc.GPU_KINDS) & pl.col("correlation").is_not_null()
     )
     pageable = (pl.col("src_mem").cast(pl.String) == "pageable") | (
         pl.col("dst_mem").cast(pl.String) == "pageable"
     )
     g = g.with_columns(
-        ex.gpu_class().alias("gclass"),
-        ex.is_host_copy().fill_null(False).alias("hcopy"),
+        vc.gpu_class().alias("gclass"),
+        vc.is_host_copy().fill_null(False).alias("hcopy"),
         pageable.fill_null(False).alias("pageable"),
     )
     calls = top.select(
@@ -128,8 +139,11 @@ def _gpu(ev: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
         (pl.col("start_ns") + pl.col("dur_ns")).cum_max().shift(1).over("rank", "device", "stream")
     )
     g = g.with_columns(prev.alias("prev_end"))
+    g = _cross_stream_deps(g)
     return g.select(
         "_row",
+        "dep",
+        "dep_delay",
         "rank",
         "ci",
         "device",
@@ -144,6 +158,45 @@ def _gpu(ev: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
         "ce",
         "cls",
         "prev_end",
+    )
+
+
+#: A GPU row that started this long after its launch returned, with its own stream idle, waited
+#: for something else than its launch: another stream's work (an event), a peer rank.
+WAIT_NS = 5_000
+#: Probe tolerance: a row ending this soon after the waiting row's start still counts.
+DEP_TOL_NS = 1_000
+
+
+def _cross_stream_deps(g: pl.DataFrame) -> pl.DataFrame:
+    """Add ``dep`` (index, within the rank's rows in this frame's order, of the row this row
+    waited for; -1 none) and ``dep_delay`` (its start minus that row's end).
+
+    A row that waited (its stream idle, its launch long done) is anchored to the device's last
+    row that ended before it started: in a replay it starts ``dep_delay`` after that row, or
+    after its launch when the host is later, never from a fixed delay after a launch that moved
+    while the GPU work it waited for did not. A wait on a peer rank stays as long as it was."""
+    g = g.with_columns(pl.int_range(pl.len()).over("rank").alias("_gi"))
+    ends = g.select(
+        "rank", "device", pl.col("stream").alias("_dstream"), pl.col("_gi").alias("_dgi"),
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("_dend"),
+    ).sort("_dend")  # fmt: skip
+    j = g.with_columns((pl.col("start_ns") + DEP_TOL_NS).alias("_probe")).sort("_probe")
+    j = j.join_asof(
+        ends, left_on="_probe", right_on="_dend", by=["rank", "device"], check_sortedness=False
+    )
+    idle = pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end") + 1000)
+    late = pl.col("start_ns") - pl.col("ce") > WAIT_NS
+    dep = idle & late & (pl.col("_dgi") != pl.col("_gi"))
+    j = j.with_columns(
+        pl.when(dep.fill_null(False)).then(pl.col("_dgi")).otherwise(-1).alias("dep"),
+        pl.when(dep.fill_null(False))
+        .then((pl.col("start_ns") - pl.col("_dend")).clip(lower_bound=0))
+        .otherwise(0)
+        .alias("dep_delay"),
+    )
+    return j.sort("rank", "device", "stream", "start_ns").drop(
+        "_gi", "_dstream", "_dgi", "_dend", "_probe"
     )
 
 
@@ -162,11 +215,17 @@ class _Rank:
     g_rel_start: np.ndarray  # bool: latency measured from the call's start (blocking copy)
     g_dur: np.ndarray
     g_key: np.ndarray
+    g_dep: np.ndarray  # index of the row on another stream this row waited for, -1 none
+    g_dep_delay: np.ndarray
     g_gap: np.ndarray | None = None  # RowCosts.queue_aware: gap after the stream's previous row
 
 
 def _prepare(
-    top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection, rc: RowCosts | None = None
+    top: pl.DataFrame,
+    gpu: pl.DataFrame,
+    inj: Injection,
+    rc: RowCosts | None = None,
+    observed: bool = False,
 ) -> _Rank:
     s = top["start_ns"].to_numpy().astype(np.int64)
     d = top["dur_ns"].to_numpy().astype(np.int64)
@@ -192,6 +251,9 @@ def _prepare(
     sync_sem = ~top["name"].str.contains("Async").to_numpy() | (
         (own >= 0) & at_own(gpu["pageable"].to_numpy(), False)
     )
+    # a treatment replayed as measured: a copy call that covered its copy blocked, whatever CUDA's
+    # semantics say (CC makes pinned async copies block)
+    sync_sem = sync_sem | observed
     was_blocking = (own >= 0) & sync_sem & (e >= at_own(ge, 0))
     ready = _orig_ready(n, ci, ge)
     ready_at = np.where(own >= 0, at_own(ge, 0), ready)
@@ -246,6 +308,10 @@ def _prepare(
     gq = _queue_gaps(s, e, ci, gs, prev, rel) if rc is not None and rc.queue_aware else None
     if gq is not None:
         lat = gq[0]
+    dep = gpu["dep"].to_numpy().astype(np.int64)
+    # a row that waited on another stream starts from that row's end in a replay, not from a
+    # fixed delay after its launch (the launch may move while the row it waited for does not)
+    lat = np.where(dep >= 0, np.minimum(lat, _lat_cap(lat, queued)), lat)
     gcls = gpu["gclass"].to_numpy()
     gdur = np.where(
         gcls == "collective", (gd * inj.collective_factor).astype(np.int64), gd.astype(np.int64)
@@ -271,6 +337,8 @@ def _prepare(
         rel,
         gdur,
         key.to_series().to_numpy(),
+        dep,
+        gpu["dep_delay"].to_numpy().astype(np.int64),
         None if gq is None else gq[1],
     )
 
@@ -329,25 +397,137 @@ def _run(r: _Rank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if rows.size:
             ci = r.g_ci[rows]
             a = np.where(r.g_rel_start[rows], s2[ci], e2[ci]) + r.g_lat[rows]
-            for key in np.unique(r.g_key[rows]):
-                m = rows[r.g_key[rows] == key]
-                am = a[r.g_key[rows] == key]
-                dm = r.g_dur[m]
-                prefix = np.concatenate([[0], np.cumsum(dm)[:-1]])
-                if r.g_gap is not None:  # RowCosts.queue_aware
-                    prefix = prefix + np.cumsum(r.g_gap[m])
-                st = prefix + np.maximum(
-                    np.maximum.accumulate(am - prefix), stream_end.get(key, np.iinfo(np.int64).min)
-                )
-                g2[m] = st
-                stream_end[key] = int(st[-1] + dm[-1])
-                ready = max(ready, int((st + dm).max()))
+            stream_end, seg_ready = _segment_gpu(r, rows, a, stream_end, g2)
+            ready = max(ready, seg_ready)
         if hi < n:
             own = r.own[hi]
             ready_at = (g2[own] + r.g_dur[own]) if own >= 0 else ready
             e2[hi] = max(s2[hi] + r.base[hi], ready_at + r.eps[hi]) + r.pad[hi]
         prev_e, lo = int(e2[k[-1]]), hi + 1
     return s2, e2, g2
+
+
+def _groups(r: _Rank, rows: np.ndarray) -> list[np.ndarray]:
+    """The segment's GPU rows split by stream (launch order kept)."""
+    keys = r.g_key[rows]
+    order = np.argsort(keys, kind="stable")
+    cuts = np.nonzero(keys[order][1:] != keys[order][:-1])[0] + 1
+    return np.split(order, cuts)
+
+
+def _streams(
+    r: _Rank, rows: np.ndarray, a: np.ndarray, stream_end: dict, g2: np.ndarray, groups: list
+) -> tuple[dict, int]:
+    """Start the segment's GPU rows (arrivals ``a``) on their streams, in order (prefix max)."""
+    ends = dict(stream_end)
+    ready = np.iinfo(np.int64).min
+    for sel in groups:
+        m, am, dm = rows[sel], a[sel], r.g_dur[rows[sel]]
+        key = r.g_key[m[0]]
+        prefix = np.concatenate([[0], np.cumsum(dm)[:-1]])
+        if r.g_gap is not None:  # RowCosts.queue_aware
+            prefix = prefix + np.cumsum(r.g_gap[m])
+        st = prefix + np.maximum(
+            np.maximum.accumulate(am - prefix), ends.get(key, np.iinfo(np.int64).min)
+        )
+        g2[m] = st
+        ends[key] = int(st[-1] + dm[-1])
+        ready = max(ready, int((st + dm).max()))
+    return ends, ready
+
+
+def _segment_gpu(
+    r: _Rank, rows: np.ndarray, a0: np.ndarray, stream_end: dict, g2: np.ndarray
+) -> tuple[dict, int]:
+    """The segment's GPU rows with their cross-stream waits: iterate to a fixed point (each
+    pass settles one more link of a chain of waits across streams)."""
+    dep = r.g_dep[rows]
+    has = dep >= 0
+    groups = _groups(r, rows)
+    a = a0
+    d, delay = dep[has], r.g_dep_delay[rows[has]]
+    for _ in range(256):
+        ends, ready = _streams(r, rows, a, stream_end, g2, groups)
+        if not has.any():
+            break
+        new = a0.copy()
+        new[has] = np.maximum(a0[has], g2[d] + r.g_dur[d] + delay)
+        if np.array_equal(new, a):
+            break
+        a = new
+    return ends, ready
+
+
+def _removed(frame: pl.DataFrame, rows: pl.Series, rm: pl.DataFrame, cols: list[str]) -> dict:
+    """Removal columns aligned to ``rows`` (event rows of the replayed calls or GPU rows)."""
+    if rm.height == 0:
+        return {c: np.zeros(rows.len(), dtype=np.int64) for c in cols}
+    j = pl.DataFrame({"ev_row": rows.cast(pl.Int64)}).join(rm, on="ev_row", how="left")
+    return {c: j[c].fill_null(0).to_numpy() for c in cols}
+
+
+def _apply_removal(r: _Rank, top: pl.DataFrame, gpu: pl.DataFrame, rm: Removal) -> _Rank:
+    """The rank's replay inputs with a mechanism's measured costs taken out."""
+    c = _removed(top, top["_row"], rm.calls, ["dur_ns", "gap_ns", "eps_ns", "unblock"])
+    g = _removed(gpu, gpu["_row"], rm.gpu, ["dur_ns"])
+    unblock = c["unblock"].astype(bool) & r.blocking & (r.own >= 0)
+    d = np.maximum(r.d - c["dur_ns"], 0)
+    base = np.where(r.blocking & ~unblock, np.maximum(r.base - c["dur_ns"], 0), d)
+    return _Rank(
+        r.s, d, np.maximum(r.gap - c["gap_ns"], 0), r.blocking & ~unblock, base,
+        np.maximum(r.eps - c["eps_ns"], 0), r.own, r.pad, r.g_ci, r.g_lat, r.g_rel_start,
+        np.maximum(r.g_dur - g["dur_ns"], 0), r.g_key, r.g_dep, r.g_dep_delay, r.g_gap,
+    )  # fmt: skip
+
+
+class Replayer:
+    """Replays of one trace's steps with measured costs removed, the model built once.
+
+    ``step_ns(windows, removal)`` gives every window's replayed duration; the engine calls it
+    once per subset of fired mechanisms (``2^k`` replays) for the Shapley attribution.
+    """
+
+    def __init__(
+        self, trace: Trace, threads: pl.DataFrame, span: tuple[int, int] | None = None
+    ) -> None:
+        ev = trace.events.with_row_index("_row")
+        if span is not None:  # only the events that start in [span): a block of steps
+            ev = ev.filter(pl.col("start_ns").is_between(span[0], span[1], closed="left"))
+        self.rows = ev["_row"].cast(pl.Int64)  # the rows this model holds
+        top_all = _top_calls(ev, threads)
+        gpu_all = _gpu(ev, top_all)
+        self.ranks: dict[int, tuple[pl.DataFrame, pl.DataFrame, _Rank]] = {}
+        for rank in top_all["rank"].unique().to_list():
+            top = top_all.filter(pl.col("rank") == rank)
+            gpu = gpu_all.filter(pl.col("rank") == rank)
+            if top.height:
+                self.ranks[rank] = (top, gpu, _prepare(top, gpu, Injection(), observed=True))
+
+    def coverage(self, removal: Removal) -> float:
+        """Share of a removal's ns on rows this model replays (calls on the main threads, GPU
+        rows they launched): a mechanism whose costs lie elsewhere cannot be replayed."""
+        rows_c = pl.concat([top["_row"] for top, _, _ in self.ranks.values()]).cast(pl.Int64)
+        rows_g = pl.concat([gpu["_row"] for _, gpu, _ in self.ranks.values()]).cast(pl.Int64)
+        inside = pl.col("ev_row").is_in(self.rows.implode())
+        rm = Removal(removal.calls.filter(inside), removal.gpu.filter(inside))  # in the block
+        c = rm.calls.filter(pl.col("ev_row").is_in(rows_c.implode()))
+        g = rm.gpu.filter(pl.col("ev_row").is_in(rows_g.implode()))
+        return Removal(c, g).paid_ns() / rm.paid_ns() if rm.paid_ns() > 0 else 0.0
+
+    def step_ns(self, windows: pl.DataFrame, removal: Removal | None = None) -> pl.DataFrame:
+        """rank, step, dur_ns of each window (rank, step, start_ns, end_ns) after the replay."""
+        out = []
+        for rank, (top, gpu, r0) in self.ranks.items():
+            r = _apply_removal(r0, top, gpu, removal) if removal is not None else r0
+            s2, e2, _ = _run(r)
+            t0 = np.concatenate([r0.s, r0.s + top["dur_ns"].to_numpy()])
+            t1 = np.concatenate([s2, e2])
+            w = windows.filter(pl.col("rank") == rank)
+            ws = _shift_map(w["start_ns"], t0, t1)
+            we = _shift_map(w["end_ns"], t0, t1)
+            out.append(w.select("rank", "step", (we - ws).alias("dur_ns")))
+        schema = {"rank": pl.Int32, "step": pl.Int32, "dur_ns": pl.Int64}
+        return pl.concat(out).cast(schema) if out else pl.DataFrame(schema=schema)
 
 
 def _shift_map(x: pl.Series, t0: np.ndarray, t1: np.ndarray) -> pl.Series:
@@ -374,7 +554,7 @@ def replay(
     ``costs`` adds per-event costs on top (:class:`RowCosts`, used by ``ccdiag predict``).
     """
     ev = trace.events
-    threads = threads if threads is not None else ex.main_threads(ev)
+    threads = threads if threads is not None else hc.main_threads(ev)
     top_all, gpu_all = _top_calls(ev, threads), None
     gpu_all = _gpu(ev, top_all)
     start = ev["start_ns"].to_numpy().copy()
@@ -437,11 +617,11 @@ def model_rows(
         a host-crossing copy, ``bytes``, ``start_ns``, ``dur_ns``, ...).
     """
     ev = trace.events
-    threads = threads if threads is not None else ex.main_threads(ev)
+    threads = threads if threads is not None else hc.main_threads(ev)
     top = _top_calls(ev, threads)
     return top, _gpu(ev, top)
 
 
 def main_threads(trace: Trace) -> pl.DataFrame:
     """The host threads the replay lays on one timeline per rank (rank, pid, tid)."""
-    return ex.main_threads(trace.events)
+    return hc.main_threads(trace.events)

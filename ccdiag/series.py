@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ccdiag.ledger import PairContext as RuleContext
 from ccdiag.pairing import Pair
-from ccdiag.rules._base import RuleContext
 
 SIDES = ("baseline", "treatment")
 NAME_CHARS = 120

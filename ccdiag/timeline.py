@@ -19,9 +19,9 @@ from typing import Any
 import polars as pl
 
 from ccdiag.errors import InputError
+from ccdiag.ledger import PairContext as RuleContext
+from ccdiag.ledger import vocab as vc
 from ccdiag.pairing import Pair, Side
-from ccdiag.rules import _expr as ex
-from ccdiag.rules._base import RuleContext
 
 NAME_CHARS = 160
 _GPU_LANE = {"kernel": "kernels", "copy": "copies", "collective": "collectives", "uvm": "UVM"}
@@ -236,7 +236,7 @@ def _gpu_rows(g: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
         .otherwise(pl.format("GPU {} stream {}: {}", dev, pl.col("stream"), what))
     )
     mech = (
-        pl.when((pl.col("gclass") == "copy") & ex.is_host_copy())
+        pl.when((pl.col("gclass") == "copy") & vc.is_host_copy())
         .then(pl.lit("serialized_copies"))
         .otherwise(pl.col("gclass").replace_strict(_GPU_MECH, default=None))
     )

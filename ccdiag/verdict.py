@@ -11,9 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 """Contract version, ``major.minor``: a minor bump only adds optional fields (1.1:
-``generated_at``; 1.2: ``ranks``, ``stragglers``, ``scheduler``, ``job``); a major bump breaks readers and gets a new ``docs/schema/report-v<major>.json``."""
+``generated_at``; 1.2: ``ranks``, ``stragglers``, ``scheduler``, ``job``; 1.3: ``Attribution.method``,
+``paid_ns_per_step``, ``ledger_ns_per_step``, ``alone_ns_per_step`` and ``Partition.method``,
+``replay``); a major bump breaks readers and gets a new ``docs/schema/report-v<major>.json``."""
 
 MECHANISMS = (
     "launch_toll",
@@ -85,7 +87,26 @@ class Attribution(_Model):
     parts: dict[str, int] = Field(
         default_factory=dict,
         description="how ns_per_step was built: ledger category -> ns per step (signed); "
-        "'hidden_by_gpu_slack' is host growth that shrank GPU-critical time instead of adding",
+        "'hidden_by_gpu_slack' is host growth that shrank GPU-critical time instead of adding; "
+        "for method 'replay_shapley': 'alone' (what removing it alone saves) and 'interactions' "
+        "(its Shapley share of what mechanisms cost together beyond their costs alone)",
+    )
+    method: Literal["replay_shapley", "ledger"] = Field(
+        default="ledger",
+        description="replay_shapley: ns_per_step is the mechanism's Shapley value over "
+        "counterfactual replays of the treatment with fired mechanisms' measured costs removed; "
+        "ledger: its reconciled claim on the critical-path ledger",
+    )
+    paid_ns_per_step: int | None = Field(
+        default=None,
+        description="what the mechanism costs in the treatment per step, as measured on matched "
+        "calls, gaps and GPU rows (before any overlap hides part of it)",
+    )
+    ledger_ns_per_step: int | None = Field(
+        default=None, description="the critical-path ledger's share (evidence, cross-check)"
+    )
+    alone_ns_per_step: int | None = Field(
+        default=None, description="replay: step time saved by removing this mechanism alone"
     )
 
 
@@ -117,6 +138,25 @@ class StepPartition(_Model):
     parts: dict[str, int] = Field(description="mechanism (and 'unattributed') -> ns")
 
 
+class ReplayCheck(_Model):
+    """How well the replay model reproduces the treatment (its error is left unattributed)."""
+
+    measured_treatment_ns_per_step: int
+    replayed_treatment_ns_per_step: int = Field(
+        description="the unmodified treatment replayed: measured − replayed is model error"
+    )
+    replayed_without_all_ns_per_step: int = Field(
+        description="the treatment replayed with every fired mechanism removed"
+    )
+    baseline_ns_per_step: int
+    replays: int
+    mechanisms: list[str]
+    steps_replayed: int = Field(
+        default=0,
+        description="aligned steps replayed (a contiguous block; the others get its mean)",
+    )
+
+
 class Partition(_Model):
     """How the per-step delta was split, and on which basis."""
 
@@ -131,6 +171,14 @@ class Partition(_Model):
     per_step: list[StepPartition] = Field(default_factory=list)
     steady_state_ns_per_step: int = Field(
         description="total minus one-time setup (whole-program traces)"
+    )
+    method: str = Field(
+        default="ledger",
+        description="replay_shapley (Shapley values over counterfactual replays; mechanisms "
+        "without a removal keep their ledger share) or ledger",
+    )
+    replay: ReplayCheck | None = Field(
+        default=None, description="the replay model's own error and the replays it took"
     )
 
 

@@ -52,10 +52,14 @@ def rule_doc(rule: type[Rule]) -> str:
     table = "| option | default | meaning |\n|---|---|---|\n" + opts if opts else "No options."
     body = body.replace("## Options\nSee below.", "## Options\n" + table)
     req = ", ".join(sorted(k.value for k in rule.requires)) or "none"
+    claimed = ", ".join(f"`{c}`" for c in sorted(rule.claimed))
+    classes = ", ".join(f"`{c}`" for c in sorted(rule.call_classes)) or "none (GPU rows)"
     return (
         f"# {rule.code} {rule.name}\n\n{head}\n\n"
         f"- mechanism: `{rule.mechanism}`\n- requires: {req}"
         f"{'' if rule.requires_gpu else ' (also runs on host-only treatments)'}\n"
+        f"- claims ledger categories: {claimed}\n"
+        f"- measures its paid cost on matched calls of class: {classes}\n"
         f"{body.rstrip()}\n"
     )
 
@@ -68,6 +72,13 @@ def explain(key: str) -> str:
 def list_rules() -> list[dict[str, str]]:
     """Code, name, mechanism and one-line summary of every registered rule."""
     return [
-        {"code": r.code, "name": r.name, "mechanism": r.mechanism, "summary": r.summary()}
+        {
+            "code": r.code,
+            "name": r.name,
+            "mechanism": r.mechanism,
+            "summary": r.summary(),
+            "claims": ", ".join(sorted(r.claimed)),
+            "call_classes": ", ".join(sorted(r.call_classes)),
+        }  # fmt: skip
         for r in REGISTRY
     ]

@@ -15,19 +15,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 
+from ccdiag.ledger import PairContext
+from ccdiag.ledger.removal import Removal
+from ccdiag.ledger.vocab import CALL_CLASSES, GPU_CATEGORIES, HOST_CATEGORIES, OP_CATEGORIES
 from ccdiag.schema import Kind
 from ccdiag.verdict import MECHANISMS, Recommendation
 
 if TYPE_CHECKING:
-    from ccdiag.pairing import Pair, Side
+    pass
 
 HEADINGS = (
     "## What it detects",
@@ -81,6 +81,9 @@ class Finding:
     confidence: Literal["low", "medium", "high"]
     facts: dict[str, Any] = field(default_factory=dict)
     interactions: tuple[Interaction, ...] = ()
+    #: The mechanism's measured costs taken out of the treatment (its counterfactual for the
+    #: replay attribution); None: the engine keeps the ledger's share for it.
+    removal: Removal | None = None
 
 
 @dataclass(frozen=True)
@@ -118,190 +121,8 @@ def no_claims() -> pl.DataFrame:
     return pl.DataFrame(schema=CLAIM_SCHEMA)
 
 
-class RuleContext:
-    """The pair plus derived frames, computed lazily and shared by all rules.
-
-    Use :meth:`of` to get the pair's one context: every frame is then computed once per pair,
-    whoever asks (the engine, the evidence series, the timeline, annotate)."""
-
-    @classmethod
-    def of(cls, pair: Pair) -> RuleContext:
-        """The pair's context, built on first use and kept with the pair."""
-        ctx = pair.derived.get("rule_context")
-        if ctx is None:
-            ctx = pair.derived["rule_context"] = cls(pair)
-        return ctx  # type: ignore[no-any-return]
-
-    def __init__(self, pair: Pair) -> None:
-        self.pair = pair
-        self.host_only = pair.mode == "host_only"
-        self.op_mode = pair.op_mode  # host-only with cpu_ops only: the ledger is made of ops
-        self.host_categories = ex.OP_CATEGORIES if self.op_mode else ex.HOST_CATEGORIES
-        self.categories = (
-            self.host_categories if self.op_mode else ex.HOST_CATEGORIES + ex.GPU_CATEGORIES
-        )
-
-    @cached_property
-    def _launching_ops(self) -> pl.Series:
-        b = self.pair.baseline
-        return ex.launching_op_names(b.trace.events, b.windows, b.threads)
-
-    def _calls(self, s: Side) -> pl.DataFrame:
-        if self.op_mode:
-            return ex.op_calls(s.trace.events, s.windows, s.threads, self._launching_ops)
-        return ex.host_calls(s.trace.events, s.windows, s.threads, self.pair.whole_program)
-
-    @cached_property
-    def calls_b(self) -> pl.DataFrame:
-        return self._calls(self.pair.baseline)
-
-    @cached_property
-    def calls_t(self) -> pl.DataFrame:
-        return self._calls(self.pair.treatment)
-
-    def aligned_steps(self, frame: pl.DataFrame, side: str) -> pl.DataFrame:
-        """Join a per-step frame (rank, step, ...) onto the aligned index (rank, idx)."""
-        a = self.pair.aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
-        return a.join(frame, on=["rank", "step"], how="left").drop("step")
-
-    @cached_property
-    def ledger(self) -> pl.DataFrame:
-        """Aligned steps with b_/t_/d_ of step_ns, every category and every ``<host cat>_total``."""
-        cols = ("step_ns", *self.categories, *[f"{c}_total" for c in self.host_categories])
-
-        def side(s: Side, p: str) -> pl.DataFrame:
-            calls = self.calls_b if p == "b" else self.calls_t
-            win = self.crit_b if p == "b" else self.crit_t
-            led = ex.ledger(calls, s.gpu, s.windows, win, self.op_mode)
-            return self.aligned_steps(led, p).rename({c: f"{p}_{c}" for c in cols})
-
-        j = (
-            side(self.pair.baseline, "b")
-            .join(side(self.pair.treatment, "t"), on=["rank", "idx"])
-            .fill_null(0)
-        )
-        return j.with_columns((pl.col(f"t_{c}") - pl.col(f"b_{c}")).alias(f"d_{c}") for c in cols)
-
-    @cached_property
-    def slowdown(self) -> dict[str, Any]:
-        """General host slowdown outside CUDA calls (``_expr.host_slowdown``). Without cpu_ops
-        (Nsight traces) also ``gap_slope``: the slope of the quantile fit of the host gaps before
-        kernel launches (``_expr.toll_fit``), a toll being the fit's constant."""
-        b, t = self.pair.baseline.trace.events, self.pair.treatment.trace.events
-        out = ex.host_slowdown(b, t)
-        if out["op_kinds"] == 0 and not self.op_mode:
-            gb, gt = (
-                c.filter((pl.col("cls") == "launch") & ex.is_kernel_launch())["gap_ns"]
-                for c in (self.calls_b, self.calls_t)
-            )
-            fit = ex.toll_fit(gb, gt)
-            out["gap_slope"] = fit["slope"] if min(gb.len(), gt.len()) >= 100 else None
-        return out
-
-    @cached_property
-    def crit_b(self) -> pl.DataFrame:
-        """GPU-critical windows of the baseline (rank, step, ws, we)."""
-        return ex.critical_windows(
-            self.calls_b.clear() if self.host_only else self.calls_b, self.pair.baseline.gpu
-        )
-
-    @cached_property
-    def crit_t(self) -> pl.DataFrame:
-        return ex.critical_windows(
-            self.calls_t.clear() if self.host_only else self.calls_t, self.pair.treatment.gpu
-        )
-
-    def exposed_calls(self, side: str, cls: str) -> pl.DataFrame:
-        """Main-thread calls of one class with ``exposed_ns`` (outside GPU-critical windows)."""
-        calls = (self.calls_b if side == "b" else self.calls_t).filter(pl.col("cls") == cls)
-        iv = calls.select(
-            "rank", "step", "name", pl.col("eff_start").alias("a"), pl.col("end_ns").alias("b")
-        )
-        return ex.exposure(iv, self.crit_b if side == "b" else self.crit_t)
-
-    def post_copy_exposure(self, side: str) -> pl.DataFrame:
-        """Exposed host ns per step and category in the host time that follows async host copies
-        for as long as the baseline's host work overlapped them (``_expr.post_copy_segments``):
-        rank, step, cat, ns."""
-        calls = self.calls_b if side == "b" else self.calls_t
-        s = self.pair.baseline if side == "b" else self.pair.treatment
-        lengths = ex.overlap_lengths(self.calls_b)
-        if side == "t":
-            a = self.pair.aligned.select("rank", pl.col("b_step").alias("step"), "t_step")
-            lengths = lengths.join(a, on=["rank", "step"]).drop("step").rename({"t_step": "step"})
-        seg = ex.post_copy_segments(calls, lengths)
-        iv = ex.clip_to_segments(ex.host_intervals(calls, s.windows), seg)
-        iv = ex.exposure(iv, self.crit_b if side == "b" else self.crit_t)
-        return iv.group_by("rank", "step", "cat").agg(pl.col("exposed_ns").sum().alias("ns"))
-
-    def copy_window_classes(self, side: str) -> pl.DataFrame:
-        """GPU-critical ns per step and GPU category in windows ended by blocked async host
-        copies (``_expr.copy_windows``): rank, step, cat, ns."""
-        calls = self.calls_b if side == "b" else self.calls_t
-        gpu = (self.pair.baseline if side == "b" else self.pair.treatment).gpu
-        if self.host_only or gpu.height == 0:
-            return pl.DataFrame(
-                schema={"rank": pl.Int32, "step": pl.Int32, "cat": pl.String, "ns": pl.Float64}
-            )
-        return ex.window_classes(ex.copy_windows(calls, gpu), gpu)
-
-    def category_growth(
-        self, per_side: Callable[[str], pl.DataFrame], cats: tuple[str, ...]
-    ) -> pl.DataFrame:
-        """Per aligned step (rank, idx): treatment minus baseline ns (``d_<cat>``) of each
-        category of a (rank, step, cat, ns) table computed per run (``per_side("b" | "t")``)."""
-
-        def wide(p: str) -> pl.DataFrame:
-            t = per_side(p)
-            w = t.pivot("cat", index=["rank", "step"], values="ns", aggregate_function="sum")
-            return w.with_columns(pl.lit(0.0).alias(c) for c in cats if c not in w.columns)
-
-        d = ex.aligned_delta(self.pair.aligned, wide("b"), wide("t"), list(cats))
-        return d.select("rank", "idx", *[pl.col(f"d_{c}").cast(pl.Float64) for c in cats])
-
-    @cached_property
-    def busy(self) -> pl.DataFrame:
-        """Aligned steps with b_/t_/d_ GPU busy ns per class (and 'all')."""
-        classes = (*ex.GPU_CLASSES, "all")
-
-        def wide(s: Side, p: str) -> pl.DataFrame:
-            if s.gpu.height == 0:
-                return self.pair.aligned.select("rank", "idx")
-            w = ex.gpu_busy(s.gpu).pivot("gclass", index=["rank", "step"], values="busy_ns")
-            w = w.rename({c: f"{p}_{c}" for c in classes if c in w.columns})
-            return self.aligned_steps(w, p)
-
-        j = wide(self.pair.baseline, "b").join(wide(self.pair.treatment, "t"), on=["rank", "idx"])
-        cols = [
-            pl.col(f"{p}_{c}").fill_null(0)
-            if f"{p}_{c}" in j.columns
-            else pl.lit(0).alias(f"{p}_{c}")
-            for p in ("b", "t")
-            for c in classes
-        ]
-        j = j.with_columns(cols)
-        return j.with_columns(
-            (pl.col(f"t_{c}") - pl.col(f"b_{c}")).alias(f"d_{c}") for c in classes
-        )
-
-    @cached_property
-    def copies_b(self) -> pl.DataFrame:
-        return ex.copy_table(self.calls_b) if not self.op_mode else self.calls_b.clear()
-
-    @cached_property
-    def copies_t(self) -> pl.DataFrame:
-        return ex.copy_table(self.calls_t) if not self.op_mode else self.calls_t.clear()
-
-    @cached_property
-    def _kinds(self) -> dict[str, set[str]]:
-        def of(s: Side) -> set[str]:
-            return set(s.trace.events["kind"].unique().cast(pl.String).to_list())
-
-        return {"b": of(self.pair.baseline), "t": of(self.pair.treatment)}
-
-    def kinds(self, side: str) -> set[str]:
-        """Event kinds present in one run (``b`` or ``t``)."""
-        return self._kinds[side]
+#: The per-pair context rules read (the core's :class:`ccdiag.ledger.PairContext`).
+RuleContext = PairContext
 
 
 class Rule:
@@ -312,6 +133,11 @@ class Rule:
     mechanism: ClassVar[str]
     requires: ClassVar[frozenset[Kind]]
     requires_gpu: ClassVar[bool] = True
+    #: Ledger categories the rule claims (``ccdiag.ledger.vocab``): who claims ``gap_launch`` is
+    #: visible here, without reading ``evaluate``.
+    claimed: ClassVar[frozenset[str]]
+    #: Call classes whose matched deltas the rule measures its paid cost from (may be empty).
+    call_classes: ClassVar[frozenset[str]]
     Options: ClassVar[type]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -328,6 +154,7 @@ class Rule:
         req = getattr(cls, "requires", None)
         if not isinstance(req, frozenset) or not all(isinstance(k, Kind) for k in req):
             raise TypeError(f"{where}: requires must be a frozenset of Kind")
+        _check_claims(cls, where)
         _check_options(cls, where)
         _check_doc(cls, where)
 
@@ -373,11 +200,12 @@ class Rule:
         evidence: dict[str, Any],
         confidence: Literal["low", "medium", "high"],
         interactions: tuple[Interaction, ...] = (),
+        removal: Removal | None = None,
         **facts: Any,
     ) -> Outcome:
-        """A fired outcome with this rule's finding."""
+        """A fired outcome with this rule's finding (``removal``: its counterfactual)."""
         f = self.finding(claims_, summary, evidence, confidence, **facts)
-        return Outcome.fired(dataclasses.replace(f, interactions=interactions))
+        return Outcome.fired(dataclasses.replace(f, interactions=interactions, removal=removal))
 
     def finding(
         self,
@@ -401,6 +229,19 @@ def recommendation(fix: str, ns: float, delta: int, text: str, method: str) -> R
         text=text,
         method=method,
     )
+
+
+ALL_CATEGORIES = frozenset(HOST_CATEGORIES + GPU_CATEGORIES + OP_CATEGORIES)
+
+
+def _check_claims(cls: type, where: str) -> None:
+    claimed, classes = getattr(cls, "claimed", None), getattr(cls, "call_classes", None)
+    if not isinstance(claimed, frozenset) or not claimed or not claimed <= ALL_CATEGORIES:
+        raise TypeError(
+            f"{where}: claimed must be a non-empty frozenset of {sorted(ALL_CATEGORIES)}"
+        )
+    if not isinstance(classes, frozenset) or not classes <= frozenset(CALL_CLASSES):
+        raise TypeError(f"{where}: call_classes must be a frozenset of {CALL_CLASSES}")
 
 
 def _check_options(cls: type, where: str) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
-from ccdiag.rules import _expr as ex
+from ccdiag.ledger import control as ctl, gpu as gp, stats as sts, vocab as vc
 from ccdiag.rules._base import Outcome, claims
 
 #: Setup-class calls that wait for the device to finish (the runtime synchronizes first).
@@ -61,7 +61,7 @@ def _per_step(ctx: Any, side: str, rows: pl.DataFrame, value: pl.Expr, name: str
 
 def _waiting(calls: pl.DataFrame) -> pl.DataFrame:
     """Main-thread calls that wait for GPU work, with ``wclass`` (sync / setup_wait / copy_wait)."""
-    n = ex.base_name()
+    n = vc.base_name()
     w = (
         pl.when(pl.col("cls") == "sync")
         .then(pl.lit("sync"))
@@ -87,7 +87,7 @@ def launch_tolls(ctx: Any) -> dict[str, Any]:
                 "gap_claims": empty, "excess": empty}  # fmt: skip
 
     def stats(d: pl.DataFrame, p: str) -> pl.DataFrame:
-        return d.group_by(ex.base_name().alias("api")).agg(
+        return d.group_by(vc.base_name().alias("api")).agg(
             pl.len().alias(f"n_{p}"), pl.col("eff_ns").mean().alias(f"mean_{p}")
         )
 
@@ -115,7 +115,7 @@ def launch_tolls(ctx: Any) -> dict[str, Any]:
     # the toll beside the call (an LD_PRELOAD emulator pays it in the gap before the launch):
     # the additive constant of the gaps' quantile fit, per API (a slope is slower host code)
     gap = {
-        a: max(ex.toll_fit(*(d.filter(ex.base_name() == a)["gap_ns"] for d in (lb, lt)))["toll_ns"], 0)
+        a: max(ctl.toll_fit(*(d.filter(vc.base_name() == a)["gap_ns"] for d in (lb, lt)))["toll_ns"], 0)
         for a in j["api"].to_list()
     }  # fmt: skip
     kgap = max((gap[a] for a in k["api"].to_list()), default=None)
@@ -128,7 +128,7 @@ def launch_tolls(ctx: Any) -> dict[str, Any]:
         .alias("gap_toll_ns")
     )
     per_api = j.select("api", "toll_ns", "excess_ns", "gap_toll_ns")
-    rows = lt.with_columns(ex.base_name().alias("api")).join(per_api, on="api", how="left")
+    rows = lt.with_columns(vc.base_name().alias("api")).join(per_api, on="api", how="left")
     rows = rows.with_columns(pl.col("toll_ns", "excess_ns", "gap_toll_ns").fill_null(0.0))
     return {
         "by_api": [
@@ -156,7 +156,7 @@ def side_gpu(side: Any) -> pl.DataFrame:
     none: the baseline's GPU trace is read here, when it has one)."""
     if side.gpu.height or not side.has_gpu:
         return side.gpu  # type: ignore[no-any-return]
-    return ex.gpu_rows(side.trace.events, side.windows)
+    return gp.gpu_rows(side.trace.events, side.windows)
 
 
 def kernel_time(side: Any) -> tuple[float | None, str]:
@@ -181,8 +181,8 @@ def managed_memory(ctx: Any) -> dict[str, int]:
 
     def allocs(s: Any, pattern: str = MANAGED_ALLOC) -> int:
         ev = s.trace.events
-        api = ev.filter(pl.col("kind").is_in(ex.API_KINDS))
-        n = api.filter(ex.base_name().str.contains(pattern)).height
+        api = ev.filter(pl.col("kind").is_in(vc.API_KINDS))
+        n = api.filter(vc.base_name().str.contains(pattern)).height
         sm = s.trace.summaries
         if n == 0 and sm.height:
             hit = sm.filter((pl.col("report") == "api_sum") & pl.col("name").str.contains(pattern))
@@ -252,9 +252,9 @@ def _split(ctx: Any) -> dict[str, Any]:
         "kernel_ns": {"baseline": kb, "treatment": kt, "source": {"baseline": src_b,
                                                                   "treatment": src_t}},
         "kernel_growth_ns": growth,
-        "waiting_growth_ns": {w: ex.num(per[w]["d"].mean()) for w in WAIT_ORDER},
+        "waiting_growth_ns": {w: vc.num(per[w]["d"].mean()) for w in WAIT_ORDER},
         "explained": explained,
-        "explained_ns": {w: ex.num(explained[w]["ns"].mean()) for w in WAIT_ORDER},
+        "explained_ns": {w: vc.num(explained[w]["ns"].mean()) for w in WAIT_ORDER},
         "managed": managed_memory(ctx),
         "category": dict(_CATEGORY),
     }  # fmt: skip
@@ -273,15 +273,15 @@ def launch_toll_outcome(rule: Any, ctx: Any) -> Outcome:
         return Outcome.clean("no kernel launches on the main thread")
     toll, gap_toll = lt["kernel_toll_ns"], lt["kernel_gap_toll_ns"]
     d = float(lt["claims"]["ns"].mean() or 0) + float(lt["gap_claims"]["ns"].mean() or 0)
-    kl = ex.is_kernel_launch()
+    kl = vc.is_kernel_launch()
     lb, lt_rows = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
-    n = int(ex.per_step_median(lt_rows, kl.sum()))
+    n = int(sts.per_step_median(lt_rows, kl.sum()))
     if max(toll, 0) + gap_toll < rule.options.min_toll_ns:
         return Outcome.clean(
             f"kernel launch calls grew {toll:.0f} ns each, their gaps by a constant "
             f"{gap_toll:.0f} ns (host-only: from the API trace)"
         )
-    graphs = int(ex.per_step_median(lt_rows, ex.is_graph_launch().sum()))
+    graphs = int(sts.per_step_median(lt_rows, vc.is_graph_launch().sum()))
     where = [w for w, v in (("inside the launch call", toll), ("in the gap before", gap_toll))
              if v >= rule.options.min_toll_ns]  # fmt: skip
     ev = {
@@ -291,11 +291,11 @@ def launch_toll_outcome(rule: Any, ctx: Any) -> Outcome:
             "before it (a toll beside the call); memsets and other submissions get at most the "
             "kernel-launch toll per call (what they grew beyond it is not a launch toll)"
         ),
-        "launches_per_step": ex.both(lambda x: int(ex.per_step_median(x, kl.sum())), lb,
+        "launches_per_step": sts.both(lambda x: int(sts.per_step_median(x, kl.sum())), lb,
                                      lt_rows),
         "toll_per_kernel_launch_ns": {"call": int(toll), "gap_before": int(gap_toll)},
-        "per_launch_call_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["eff_ns"]), lb, lt_rows),
-        "pre_launch_gap_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["gap_ns"]), lb, lt_rows),
+        "per_launch_call_ns": sts.both(lambda d: sts.percentiles(d.filter(kl)["eff_ns"]), lb, lt_rows),
+        "pre_launch_gap_ns": sts.both(lambda d: sts.percentiles(d.filter(kl)["gap_ns"]), lb, lt_rows),
         "by_api": lt["by_api"],
         "claimed_ns_per_step": int(d),
         "toll_location": " + ".join(where) or "-",
@@ -398,7 +398,7 @@ def sync_stall_outcome(rule: Any, ctx: Any) -> Outcome:
     rest = rest.with_columns(
         (pl.col("d_sync_api") - pl.col("ns").fill_null(0)).clip(lower_bound=0).alias("c")
     )
-    n = float(ex.per_step_median(st, pl.len()))
+    n = float(sts.per_step_median(st, pl.len()))
     per_call = float(rest["c"].mean() or 0) / max(n, 1.0)
     if per_call < rule.options.min_floor_ns:
         return Outcome.clean(
@@ -410,11 +410,11 @@ def sync_stall_outcome(rule: Any, ctx: Any) -> Outcome:
             "host-only (no GPU trace in the treatment): growth of synchronize calls minus "
             "the kernel-time growth they waited for (summary tables), per sync"
         ),
-        "syncs_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), sb, st),
+        "syncs_per_step": sts.both(lambda d: sts.per_step_median(d, pl.len()), sb, st),
         "sync_growth_ns_per_step": int(d_sync),
         "explained_by_kernel_growth_ns_per_step": int(sp["explained_ns"]["sync"]),
         "increase_per_call_ns": int(per_call),
-        "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), sb, st),
+        "per_call_ns": sts.both(lambda d: sts.percentiles(d["eff_ns"]), sb, st),
         "cannot_tell_apart": (
             "a stall per sync and a longer wait for kernels the summary tables do not show "
             "(copies, memsets on the GPU)"
@@ -438,7 +438,7 @@ def copies_outcome(rule: Any, ctx: Any) -> Outcome:
     rest = rest.with_columns(
         (pl.col("d_copy_api") - pl.col("ns").fill_null(0)).clip(lower_bound=0).alias("c")
     )
-    n = float(ex.per_step_median(kt, pl.len()))
+    n = float(sts.per_step_median(kt, pl.len()))
     per_copy = float(rest["c"].mean() or 0) / max(n, 1.0)
     if per_copy < rule.options.min_growth_ns:
         return Outcome.clean(f"copy calls grew {per_copy / 1e3:.1f} us each (host-only)")
@@ -448,16 +448,16 @@ def copies_outcome(rule: Any, ctx: Any) -> Outcome:
             "host-only (no GPU trace in the treatment): growth of the copy calls' time, less "
             "the kernel-time growth blocking copies waited for (summary tables)"
         ),
-        "copies_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), kb, kt),
-        "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), kb, kt),
+        "copies_per_step": sts.both(lambda d: sts.per_step_median(d, pl.len()), kb, kt),
+        "per_call_ns": sts.both(lambda d: sts.percentiles(d["eff_ns"]), kb, kt),
         "growth_per_copy_ns": int(per_copy),
         "explained_by_kernel_growth_ns_per_step": int(sp["explained_ns"]["copy_wait"]),
-        "baseline_copy_kinds": ex.top_list(
+        "baseline_copy_kinds": sts.top_list(
             kinds.with_columns(pl.col("copy_kind").cast(pl.String)), "copy_kind", copies=pl.len()
         ),
-        "by_api": ex.both(
-            lambda d: ex.top_list(
-                d.with_columns(ex.base_name().alias("api")), "api", calls=pl.len(),
+        "by_api": sts.both(
+            lambda d: sts.top_list(
+                d.with_columns(vc.base_name().alias("api")), "api", calls=pl.len(),
                 median_ns=pl.col("eff_ns").median(),
             ),
             kb,
@@ -479,7 +479,7 @@ def launch_toll_ops_outcome(rule: Any, ctx: Any) -> Outcome:
     """LA01 on a host-only treatment from cpu_ops (CC mode 'on', Kineto): the growth of the ops
     that launched kernels in the baseline, per baseline launch."""
     led, b = ctx.ledger, ctx.pair.baseline
-    api = b.trace.events.filter(pl.col("kind").is_in(ex.API_KINDS) & ex.is_kernel_launch())
+    api = b.trace.events.filter(pl.col("kind").is_in(vc.API_KINDS) & vc.is_kernel_launch())
     per_step = api.height / max(b.windows.height, 1)
     d = float(led["d_op_launch"].median() or 0)
     per_launch = d / per_step if per_step else 0.0

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
+from ccdiag.rules import _copies as cp
 from ccdiag.rules._base import (
     Finding,
     Interaction,
@@ -18,6 +18,8 @@ from ccdiag.rules._base import (
     recommendation,
 )
 
+from ccdiag.ledger import stats
+from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -76,6 +78,10 @@ class BlockedNonBlockingCopy(Rule):
     mechanism: ClassVar[str] = "blocked_non_blocking"
     requires: ClassVar[frozenset[Kind]] = frozenset()
     requires_gpu: ClassVar[bool] = False
+    claimed: ClassVar[frozenset[str]] = frozenset(
+        {*vc.HOST_CATEGORIES, *cp.GPU_BUSY, "op_copy_async"}
+    )
+    call_classes: ClassVar[frozenset[str]] = frozenset({"copy"})
 
     @dataclass(frozen=True)
     class Options:
@@ -87,39 +93,26 @@ class BlockedNonBlockingCopy(Rule):
         cb, ct = ctx.copies_b, ctx.copies_t
         if ct.height == 0:
             return Outcome.clean("no host-crossing copies on the main thread")
-        cols = ex.COPY_STEP_COLS
-        st = ex.aligned_delta(ctx.pair.aligned, ex.copy_steps(cb), ex.copy_steps(ct), cols)
+        cols = cp.COPY_STEP_COLS
+        st = stats.aligned_delta(ctx.pair.aligned, cp.copy_steps(cb), cp.copy_steps(ct), cols)
         grow = float(st["d_blocked_async_ns"].median() or 0)
         if grow < self.options.min_blocked_ns:
             return Outcome.clean(f"host time blocked in async copy calls grew {grow / 1e3:.1f} us")
-        seg = ctx.category_growth(ctx.post_copy_exposure, ex.HOST_CATEGORIES)
-        win = ctx.category_growth(ctx.copy_window_classes, tuple(ex.GPU_BUSY))
+        seg = ctx.category_growth(lambda s: cp.post_copy_exposure(ctx, s), vc.HOST_CATEGORIES)
+        win = ctx.category_growth(lambda s: cp.copy_window_classes(ctx, s), tuple(cp.GPU_BUSY))
         led, busy = ctx.ledger, ctx.busy
         cl = pl.concat(
-            [claims(ex.exposure_growth(led, seg, c), c, "x") for c in ex.HOST_CATEGORIES]
-            + [claims(ex.gpu_exposure_growth(led, busy, win, c), c, "x") for c in ex.GPU_BUSY]
+            [claims(cp.exposure_growth(led, seg, c), c, "x") for c in vc.HOST_CATEGORIES]
+            + [claims(cp.gpu_exposure_growth(led, busy, win, c), c, "x") for c in cp.GPU_BUSY]
         )
-        util = busy.join(led.select("rank", "idx", "b_step_ns", "t_step_ns"), on=["rank", "idx"])
-        blocked = (pl.col("c_copy_wait") + pl.col("c_copy_self")).alias("blocked")
-        ev = {
-            "async_copies_per_step": ex.both(lambda p: int(st[f"{p}_n"].median() or 0), "b", "t"),
-            "blocked_in_async_calls_ns_per_step": ex.both(
-                lambda p: int(st[f"{p}_blocked_async_ns"].median() or 0), "b", "t"),
-            "copy_wait_ns": ex.both(lambda d: ex.percentiles(d["c_copy_wait"]), cb, ct),
-            "share_blocking": ex.both(_share, cb, ct),
-            "gpu_utilization": ex.both(
-                lambda p: round(float(util[f"{p}_all"].sum() / max(util[f"{p}_step_ns"].sum(), 1)), 3),
-                "b", "t"),
-            "top_blocked": ex.top_list(ct.with_columns(blocked), "name",
-                                       blocked_ns=pl.col("blocked").sum(), bytes=pl.col("bytes").max()),
-            "published": "SGLang Qwen3-8B GPU utilization 74 -> 57 %",
-        }  # fmt: skip
-        inter = ex.padding_interaction(st, led, busy)  # CP01's cost that blocking exposed
-        ev["padding_exposed_by_blocking_ns_per_step"] = int(ex.num(inter["ns"].median()))
+        ev = cp.blocked_evidence(st, cb, ct, busy, led)
+        inter = cp.padding_interaction(st, led, busy)  # CP01's cost that blocking exposed
+        ev["padding_exposed_by_blocking_ns_per_step"] = int(vc.num(inter["ns"].median()))
         summary = f"async copy calls now block the host: +{grow / 1e3:.1f} us/step inside them"
         conf = "high" if grow > 5 * self.options.min_blocked_ns else "medium"
         its = (Interaction("serialized_copies", "copy_api", inter, 0.5, "see CP02 Evidence"),)
-        return self.fired(cl, summary, ev, conf, interactions=its, vllm=_is_vllm(ctx))
+        rm = cp.blocking_removal(ctx.matched)
+        return self.fired(cl, summary, ev, conf, its, removal=rm, vllm=_is_vllm(ctx))
 
     def _host_only(self, ctx: RuleContext) -> Outcome:
         d = float(ctx.ledger["d_op_copy_async"].median() or 0)
@@ -128,7 +121,7 @@ class BlockedNonBlockingCopy(Rule):
         ops = ctx.calls_t.filter(pl.col("cls") == "op_copy_async")
         ev = {
             "non_blocking_copy_ops_ns_per_step": int(d),
-            "ops_ns": ex.percentiles(ops["eff_ns"]),
+            "ops_ns": stats.percentiles(ops["eff_ns"]),
             "method": "host-only: growth of copy ops recorded with non_blocking=True",
         }
         cl = claims(ctx.ledger, "op_copy_async", "d_op_copy_async")
@@ -147,11 +140,6 @@ class BlockedNonBlockingCopy(Rule):
             text = "vLLM: run with --no-async-scheduling under CC."
             out.append(recommendation("vllm_no_async_scheduling", 0.57 * delta, delta, text, how))
         return out
-
-
-def _share(c: pl.DataFrame) -> float:
-    a = c.filter(ex.base_name().str.ends_with("Async"))
-    return round(ex.num(a["blocking"].mean()), 3) if a.height else 0.0
 
 
 def _is_vllm(ctx: RuleContext) -> bool:

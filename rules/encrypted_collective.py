@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag import collectives as cc
+from ccdiag.ledger import align as al, gpu as gp, stats
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -27,11 +27,10 @@ class EncryptedCollective(Rule):
     185 → 156 GB/s, small P2P write 3.7 → 14.5 µs (B200).
 
     ## Evidence
-    GPU busy time of collective kernels per aligned step (union over streams); claims the growth of
-    GPU-critical collective time (``gpu_collective``), so only communication the host actually
-    waited for (exposed communication) is attributed. Per collective name: calls per step, median
-    bytes, duration and bandwidth; per run a fit ``time = fixed + bytes / bandwidth``
-    (``ccdiag.collectives``) that predicts what each fix recovers.
+    Collective busy time per aligned step; per collective name: calls, bytes, duration,
+    bandwidth; per run a fit ``time = fixed + bytes / bandwidth`` (``ccdiag.collectives``) that
+    predicts each fix. Removal (replay): each matched collective kernel's growth. Ledger claim:
+    the growth of GPU-critical collective time (``gpu_collective``).
 
     ## Example
     ``tests/rules/cases/encrypted-collective.yaml`` ``fires_when_allreduce_slows_down``.
@@ -61,6 +60,8 @@ class EncryptedCollective(Rule):
     name: ClassVar[str] = "encrypted-collective"
     mechanism: ClassVar[str] = "encrypted_collectives"
     requires: ClassVar[frozenset[Kind]] = frozenset()
+    claimed: ClassVar[frozenset[str]] = frozenset({"gpu_collective"})
+    call_classes: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
     class Options:
@@ -80,8 +81,8 @@ class EncryptedCollective(Rule):
             return Outcome.clean(f"collective busy time {b / 1e3:.1f} -> {t / 1e3:.1f} us/step")
         meta = ctx.pair.treatment.trace.meta
         world = meta.world_size or max(ctx.pair.treatment.trace.events["rank"].n_unique(), 1)
-        k = ex.per_step_median(gt, pl.len())
-        nbytes = ex.per_step_median(gt, pl.col("bytes").fill_null(0).sum())
+        k = stats.per_step_median(gt, pl.len())
+        nbytes = stats.per_step_median(gt, pl.col("bytes").fill_null(0).sum())
         gbps = (pl.col("bytes").median() / pl.col("dur_ns").median()).round(2)
         cf = cc.facts_of_pair(ctx.pair)
         top = {
@@ -108,10 +109,10 @@ class EncryptedCollective(Rule):
         )
         ev = {
             "collective_busy_ns_per_step": {"baseline": int(b), "treatment": int(t)},
-            "collectives_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), gb, gt),
-            "by_name": ex.both(lambda d: ex.top_list(d, "name", **top), gb, gt),
-            "bandwidth_vs_size": ex.both(lambda d: ex.top_list(
-                d.with_columns(ex.size_bucket().alias("bucket")), "bucket", 8, **sized), gb, gt),
+            "collectives_per_step": stats.both(lambda d: stats.per_step_median(d, pl.len()), gb, gt),
+            "by_name": stats.both(lambda d: stats.top_list(d, "name", **top), gb, gt),
+            "bandwidth_vs_size": stats.both(lambda d: stats.top_list(
+                d.with_columns(gp.size_bucket().alias("bucket")), "bucket", 8, **sized), gb, gt),
             "cost_fit": fit, "world_size": world,
             "crypto_ops_per_iteration": cc.crypto_ops(k, world) if world > 1 else None,
             "bytes_per_step": int(nbytes),
@@ -119,8 +120,9 @@ class EncryptedCollective(Rule):
         }  # fmt: skip
         summary = f"collective kernels {b / 1e3:.1f} -> {t / 1e3:.1f} us/step ({k:.0f} per step)"
         cl = claims(ctx.ledger, "gpu_collective", "d_gpu_collective")
-        ddp = _is_ddp(ctx)
-        return self.fired(cl, summary, ev, "medium", k=k, world=world, cf=cf, ddp=ddp, grew=t - b)
+        rm = al.gpu_growth_removal(ctx.matched_gpu, ["collective"])
+        facts = {"k": k, "world": world, "cf": cf, "ddp": _is_ddp(ctx), "grew": t - b}
+        return self.fired(cl, summary, ev, "medium", removal=rm, **facts)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         cf, n = f.facts["cf"], int(f.facts["world"])
@@ -147,8 +149,7 @@ class EncryptedCollective(Rule):
 
 
 def _how(p: cc.Prediction) -> str:
-    up = "" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)"
-    return p.method + up
+    return p.method + ("" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)")
 
 
 def _is_ddp(ctx: RuleContext) -> bool:

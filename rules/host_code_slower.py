@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import polars as pl
+from ccdiag.rules import _host as hs
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag.schema import Kind
@@ -19,12 +21,12 @@ class HostCodeSlower(Rule):
     """Host code runs slower at equal work: the CPU side of the confidential VM, or not CC at all.
 
     ## What it detects
-    The host thread's own code (outside CUDA calls) taking longer in the treatment at equal work:
-    the ratio of the total time of cpu_op kinds that make no CUDA call (``view``, ``empty``, ...;
-    at least 3 kinds with 10 calls each) at the baseline's call counts — means, not medians, so
-    a thread preempted now and then counts — or, without cpu_ops (Nsight, CSV),
-    the slope of the quantile fit of the host gaps before launches (a launch toll is the fit's
-    constant, slower host code its slope).
+    Host time that no CUDA call explains, growing in proportion to its own length: the matched
+    host gaps between the two runs' calls (``ccdiag.ledger.align``), after what the calls beside
+    each gap bring (a launch toll spun before or after a call is the gap model's per-call
+    constant, LA01's), grew by ``h`` per ns of their typical length (least squares on what the
+    calls leave; a preempted thread loses a few gaps whole). Without matched calls (host-only
+    treatments made of cpu_ops): the mean time of cpu_op kinds that make no CUDA call.
 
     ## Why it costs time
     A TDX / SEV-SNP guest pays on the CPU too: the first touch of each 4 KB private page is
@@ -33,17 +35,14 @@ class HostCodeSlower(Rule):
     cannot tell these apart; the evidence and the fixes say what to check.
 
     ## Evidence
-    The ratio above and the op kinds it came from. Claims ``(ratio − 1) ×`` the baseline's mean
-    exposed host-code time (``gap_launch``, ``gap_other``, ``launch_api``, ``other_api``), spread
-    over the steps like each category's growth, capped by that growth (shared pro rata with
-    LA01's toll where both claim the same category).
+    ``h`` and its z, the per-call constants it was separated from, the cpu_op control (medium
+    confidence when it agrees, else low). Removal (for the replay): ``h / (1 + h)`` of each
+    treatment gap beyond its calls' constants. Ledger claims: ``gap_launch``, ``gap_other``.
 
     ## Example
-    ``tests/rules/cases/host-code-slower.yaml`` ``fires_when_host_code_slows``: host gaps 1.5x
-    longer, no toll → 0.5 × the baseline's gaps claimed. Real, with truth: ``sample_traces/
-    decode_eager_cpu`` (H200, B200 toll + a CPU-bound neighbour at nice 5): 5.05 ms/step vs
-    6.08 ms by the truth's Shapley split; at nice 12 (no measurable effect) quiet. Real H100 +
-    TDX: ISPASS'25 hotspot3D, +1.03 s of host code in the TD.
+    ``tests/rules/cases/host-code-slower.yaml`` ``fires_when_host_code_slows``. Real, with truth:
+    ``sample_traces/decode_eager_cpu`` (H200, B200 toll + a CPU-bound neighbour at nice 5); a pure
+    launch toll on some launch paths (``decode_eager``: 122 of 185 launches tolled) stays quiet.
 
     ## Fix
     - Under TDX / SEV-SNP: back hot buffers with transparent huge pages (THP cuts the per-page
@@ -54,10 +53,8 @@ class HostCodeSlower(Rule):
       overhead can differ by 2x on the same work.
 
     ## Limits
-    Cannot tell CPU-side CC cost from non-CC slowdown. Needs cpu_ops without CUDA calls, or at
-    least 100 launches per run for the gap fit; a gap slope above ``max_gap_slope`` is read as
-    waiting, not code. Host-only treatments (no GPU activity) are skipped: their host gaps hold
-    waits the trace cannot show.
+    Cannot tell CPU-side CC cost from non-CC slowdown. Growth inside calls common to every launch
+    path is not claimed (left unattributed). Needs ``min_gaps`` matched gaps.
 
     ## Options
     See below.
@@ -72,56 +69,75 @@ class HostCodeSlower(Rule):
     mechanism: ClassVar[str] = "host_slowdown"
     requires: ClassVar[frozenset[Kind]] = frozenset()
     requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
+    claimed: ClassVar[frozenset[str]] = frozenset(
+        {"gap_launch", "gap_other", "launch_api", "other_api"}
+    )
+    call_classes: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
     class Options:
         min_ratio: float = opt(1.05, "Smallest treatment/baseline ratio of host-code time.")
         min_control_kinds: int = opt(3, "cpu_op kinds without CUDA calls the ratio needs.")
         min_ns: int = opt(5000, "Smallest claim per step (ns) worth a finding.")
-        max_gap_slope: float = opt(3.0, "Largest gap slope read as slower code (beyond: waits).")
+        min_gaps: int = opt(100, "Matched host gaps the gap model needs (else the cpu_op control).")
+        min_ratio_beside: float = opt(1.2, "Smallest ratio read off gaps beside explaining calls.")
+        min_z: float = opt(3.0, "Smallest growth per ns of gap over its standard error.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
         if ctx.host_only and (skip := self._host_only(ctx)) is not None:
             return skip
+        g, o = ctx.gap_fit, self.options
+        if ctx.op_mode or g.n < o.min_gaps:
+            return self._from_ops(ctx)
+        # gaps beside no explaining call when there are enough, else every gap's growth in
+        # proportion to its length within its cell, but only a large one (a toll's side effects
+        # on its neighbours are not slower host code)
+        clean = np.isfinite(g.h_mean_se)
+        h, se = (g.h_mean, g.h_mean_se) if clean else (g.h, g.h_se)
+        z = h / se if se > 0 else 0.0
+        floor = o.min_ratio if clean else o.min_ratio_beside
+        if h < floor - 1.0 or z < o.min_z:
+            return Outcome.clean(
+                f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f}) beyond "
+                "what their neighbouring calls explain"
+            )
+        removal, per = hs.host_removal(ctx.seq_t, g, h)
+        claim = float(per["gap_launch"].mean() or 0) + float(per["gap_other"].mean() or 0)
+        if claim < o.min_ns:
+            return Outcome.clean(f"host gaps {1 + h:.2f}x, {claim / 1e3:.1f} us/step at most")
+        cl = pl.concat([claims(per, c, c) for c in ("gap_launch", "gap_other")])
+        ev = {
+            "ratio": round(1.0 + h, 3),
+            "robust_ratio": round(1.0 + g.h, 3),
+            "basis": f"{g.n} matched host gaps, growth in proportion to their length (z {z:.1f})",
+            "gap_growth_per_ns": round(h, 4),
+            "explained_by_neighbouring_calls_ns": {k: int(g.per_call(k)) for k in g.before},
+            "cpu_op_control": ctx.slowdown,
+            "paid_ns_per_step": int(claim),
+            "published": "TDX guests: first touch of each 4 KB page is expensive; THP cuts it 512x",
+        }  # fmt: skip
+        summary = f"host gaps no call explains grew {1 + h:.2f}x ({g.n} matched gaps)"
+        sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
+        agree = sd["op_kinds"] >= o.min_control_kinds and sd["mean_ratio"] >= o.min_ratio
+        conf = "medium" if agree else "low"
+        return self.fired(cl, summary, ev, conf, removal=removal, ratio=1.0 + h)
+
+    def _from_ops(self, ctx: RuleContext) -> Outcome:
         sd = ctx.slowdown
-        if sd["op_kinds"] >= self.options.min_control_kinds:
-            ratio = float(sd.get("mean_ratio", sd["ratio"]))
-            basis = f"mean time of {sd['op_kinds']} cpu_op kinds without CUDA calls"
-        elif sd.get("gap_slope") and sd["gap_slope"] <= self.options.max_gap_slope:
-            ratio, basis = float(sd["gap_slope"]), "slope of the host gaps before launches"
-        elif sd.get("gap_slope"):
-            return Outcome.skipped(f"host gaps scale {sd['gap_slope']:.1f}x: waits, not code")
-        else:
-            return Outcome.skipped("no cpu_ops without CUDA calls and < 100 launches per run")
+        if sd["op_kinds"] < self.options.min_control_kinds:
+            return Outcome.skipped("no matched host gaps and no cpu_ops without CUDA calls")
+        ratio = float(sd.get("mean_ratio", sd["ratio"]))
+        basis = f"mean time of {sd['op_kinds']} cpu_op kinds without CUDA calls"
         if ratio < self.options.min_ratio:
             return Outcome.clean(f"host code {ratio:.2f}x ({basis})")
-        led = ctx.ledger
-
-        # how much: (ratio - 1) x the baseline's mean host-code time; where: spread over the
-        # steps like the category's growth (a preempted thread loses whole steps, not a share
-        # of each)
-        def share(c: str) -> pl.Expr:
-            pos = pl.col(f"d_{c}").clip(lower_bound=0)
-            amount = (ratio - 1.0) * pl.col(f"b_{c}").mean()
-            return (amount * pos / pl.max_horizontal(pos.mean(), pl.lit(1.0))).alias(c)
-
-        per = led.select("rank", "idx", *[share(c) for c in HOST_CODE])
-        claim = float(sum(per[c].mean() or 0 for c in HOST_CODE))
+        per, claim = hs.ops_claims(ctx.ledger, ratio, HOST_CODE)
         if claim < self.options.min_ns:
             return Outcome.clean(f"host code {ratio:.2f}x, {claim / 1e3:.1f} us/step at most")
         cl = pl.concat([claims(per, c, c) for c in HOST_CODE])
-        ev = {
-            "ratio": round(ratio, 3),
-            "basis": basis,
-            "ops": sd.get("ops", []),
-            "baseline_host_code_ns_per_step": {c: int(led[f"b_{c}"].median() or 0) for c in HOST_CODE},
-            "claimed_ns_per_step": int(claim),
-            "host_code_growth_ns_per_step": int(sum(led[f"d_{c}"].median() or 0 for c in HOST_CODE)),
-            "published": "TDX guests: first touch of each 4 KB page is expensive; THP cuts it 512x",
-        }  # fmt: skip
+        ev = {"ratio": round(ratio, 3), "basis": basis, "ops": sd.get("ops", []),
+              "claimed_ns_per_step": int(claim)}  # fmt: skip
         summary = f"host code outside CUDA calls {ratio:.2f}x slower ({basis})"
-        conf = "medium" if sd["op_kinds"] >= self.options.min_control_kinds else "low"
-        return self.fired(cl, summary, ev, conf, ratio=ratio)
+        return self.fired(cl, summary, ev, "medium", ratio=ratio)
 
     def _host_only(self, ctx: RuleContext) -> Outcome | None:
         """Host-only pairs: from the API trace the host path is the critical path and the

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
+from ccdiag.rules import _tolls as tl
 from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -28,14 +29,17 @@ class KernelLaunchToll(Rule):
     lands on the step time: extra time ≈ launches per step × toll per launch.
 
     ## Evidence
-    Main-thread submissions (``cu*Launch*``, ``*GraphLaunch``, ``*Memset*``, async device copies;
-    state queries such as ``cuKernelGetName`` are part of the gap) and the host gaps before them.
-    Per API, treatment quantiles are fitted as ``toll + slope x baseline``: a toll is additive,
-    slower host code a slope. It fires on a fitted toll and claims the growth of launch-call time
-    and of pre-launch gaps times the tolls' share of it, Σ launches x toll per call / Σ growth: the
-    toll per call is the whole mean growth when the ``host_slowdown`` control (cpu_ops that make
-    no CUDA call) says host code is not slower, else the fit's constant (also with no control, as
-    in Nsight traces). Host-only treatments: the growth of ops that launched kernels.
+    The two runs' main-thread calls matched one to one in each aligned step (name and order,
+    ``ccdiag.ledger.align``). Per launch path (runtime, driver, graph, library — kernels a math
+    library launches itself —, memset/device copy) the paid toll per call is read off the matched
+    deltas: inside the call a robust fit ``Δdur = add + slope × baseline dur`` (real CC scales the
+    call, H100 + TDX ×2.5; an additive toll is the constant), beside it the gap model's growth of
+    the gaps before and after the path's calls (an LD_PRELOAD emulator). A path fires when its
+    paid cost per call is at least ``min_toll_ns`` and ``min_z`` standard errors; a toll paid on
+    some paths only is measured on those paths, not read as a slope. Removal (for the replay):
+    the fitted cost out of each treatment launch of a fired path and out of the gaps beside it.
+    Ledger claims: ``launch_api`` and ``gap_launch``. Host-only treatments: the growth of ops
+    that launched kernels.
 
     ## Example
     ``tests/rules/cases/kernel-launch-toll.yaml`` ``fires_when_every_launch_pays_a_toll``: 100
@@ -66,12 +70,18 @@ class KernelLaunchToll(Rule):
     mechanism: ClassVar[str] = "launch_toll"
     requires: ClassVar[frozenset[Kind]] = frozenset({Kind.RUNTIME})
     requires_gpu: ClassVar[bool] = False
+    claimed: ClassVar[frozenset[str]] = frozenset({"launch_api", "gap_launch", "op_launch"})
+    call_classes: ClassVar[frozenset[str]] = frozenset({"launch"})
 
     @dataclass(frozen=True)
     class Options:
-        min_toll_ns: int = opt(700, "Smallest fitted additive cost per launch (ns) called a toll.")
-        min_control_kinds: int = opt(3, "cpu_op kinds the host-slowdown control needs.")
-        clean_ratio: float = opt(1.05, "Control ratio up to which host code counts as not slower.")
+        min_toll_ns: int = opt(
+            700, "Smallest paid cost per launch (ns, on one path) called a toll."
+        )
+        min_z: float = opt(
+            4.0,
+            "Smallest ratio of a part of a path's cost (in the call, in the gaps) to its standard error.",
+        )
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
         if ctx.host_only:  # no GPU trace in the treatment: rules/_host_only.py
@@ -81,41 +91,21 @@ class KernelLaunchToll(Rule):
         lb, lt = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
-        apis = sorted(lt.select(ex.base_name())["name"].unique().to_list())
-        fits = {(a, c): ex.toll_fit(*(d.filter(ex.base_name() == a)[c] for d in (lb, lt)))
-                for a in apis for c in ("eff_ns", "gap_ns")}  # fmt: skip
-        found = {k: f for k, f in fits.items() if f["toll_ns"] >= self.options.min_toll_ns}
-        if not found:
-            return Outcome.clean(f"no additive per-launch cost (fits: {list(fits.values())})")
-        sd, o = ctx.slowdown, self.options
-        clean = sd["op_kinds"] >= o.min_control_kinds and sd["ratio"] <= o.clean_ratio
-        per_call = ex.per_call_tolls(lb, lt, found, clean)
-        cl, where = [], []
-        for col, cat, label in (("eff_ns", "launch_api", CALL), ("gap_ns", "gap_launch", GAP)):
-            tolls = {a: v for (a, c), v in per_call.items() if c == col}
-            if tolls:
-                cl.append(claims(ex.toll_claims(ctx.pair.aligned, lb, lt, col, tolls), cat, "c"))
-                where.append(label)
-        kl = ex.is_kernel_launch()  # kernel and graph launches (not memsets, device copies)
-        n, toll = int(ex.per_step_median(lt, kl.sum())), max(f["toll_ns"] for f in found.values())
-        graphs = int(ex.per_step_median(lt, ex.is_graph_launch().sum()))
-        ev = {
-            "launches_per_step": ex.both(lambda d: int(ex.per_step_median(d, pl.len())), lb, lt),
-            "graph_launches_per_step": graphs,
-            "per_launch_call_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["eff_ns"]), lb, lt),
-            "pre_launch_gap_ns": ex.both(lambda d: ex.percentiles(d.filter(kl)["gap_ns"]), lb, lt),
-            "fits": [{"api": k[0], "where": k[1][:3], **f} for k, f in fits.items()],
-            "toll_per_call_ns": [{"api": a, "where": c[:3], "toll_ns": int(v)}
-                                 for (a, c), v in per_call.items()],
-            "host_slowdown": ctx.slowdown, "toll_location": " + ".join(where),
-            "top_kernels": ex.top_list(lt.filter(pl.col("gpu_name").is_not_null()), "gpu_name",
-                                       launches=pl.len(), median_call_ns=pl.col("eff_ns").median()),
-            "published": "B200 3.45 -> 15.7 us per launch; H100 (ISPASS) 4.9 -> 10.0 us median",
-        }  # fmt: skip
-        conf = "high" if n >= 20 and ctx.slowdown["ratio"] < 1.2 else "medium"
-        summary = f"{n} launches/step, ~{toll / 1e3:.1f} us toll each ({' + '.join(where)})"
-        tolls = {k[1]: fit["toll_ns"] for k, fit in found.items()}
-        return self.fired(pl.concat(cl), summary, ev, conf, launches=n, graphs=graphs, tolls=tolls)
+        o = self.options
+        tolls = tl.path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t, o.min_z)
+        fired = [t for t in tolls if t.paid_ns >= o.min_toll_ns]
+        if not fired:
+            rows = [t.row() for t in tolls]
+            return Outcome.clean(f"no per-launch cost on any launch path (matched calls: {rows})")
+        removal, per = tl.toll_removal(ctx.seq_t, fired, ctx.gap_fit)
+        cl = pl.concat([claims(per, "launch_api", "in_call"), claims(per, "gap_launch", "gap")])
+        ev, n, graphs = tl.evidence(lb, lt, tolls, fired, ctx.gap_fit)
+        conf = "high" if n >= 20 and min(t.z for t in fired) >= 5 else "medium"
+        paid = sum(t.paid_ns * t.per_step for t in fired)
+        summary = f"{n} launches/step, {paid / 1e3:.1f} us/step paid on " + ", ".join(
+            f"{t.path} ({t.paid_ns / 1e3:.1f} us x {t.per_step:.0f})" for t in fired
+        )
+        return self.fired(cl, summary, ev, conf, removal=removal, launches=n, graphs=graphs)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n, graphs = f.facts["launches"], f.facts["graphs"]
@@ -127,9 +117,6 @@ class KernelLaunchToll(Rule):
                 f"{n}. Published: B200 CUDA-graph decode 2500 -> 2589 us/step under CC (1.04x)."
             )
             how = f"attributed toll x launches removed ({n} launches -> 1 graph launch per step)"
-            replayed = ex.replay_without_launch_toll(ctx.pair, f.facts.get("tolls", {}))
-            if replayed is not None:
-                how += f"; replay of the treatment without the toll: {replayed / 1e3:.0f} us/step"
             return [recommendation("cuda_graphs", ns * (n - 1) / n, delta, text, how)]
         eager = max(n - graphs, 0)
         if eager == 0:
@@ -140,7 +127,3 @@ class KernelLaunchToll(Rule):
         )
         how = "attributed toll x share of submissions that are not graph launches"
         return [recommendation("fewer_graph_splits", ns * eager / n, delta, text, how)]
-
-
-CALL = "inside the launch call"
-GAP = "in the host gap before each launch"

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import align as al
+from ccdiag.ledger import stats
+from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -60,6 +62,8 @@ class OneTimeSetup(Rule):
     mechanism: ClassVar[str] = "one_time_setup"
     requires: ClassVar[frozenset[Kind]] = frozenset({Kind.RUNTIME})
     requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
+    claimed: ClassVar[frozenset[str]] = frozenset({"setup_api"})
+    call_classes: ClassVar[frozenset[str]] = frozenset({"setup"})
 
     @dataclass(frozen=True)
     class Options:
@@ -71,14 +75,14 @@ class OneTimeSetup(Rule):
         return self._evaluate(ctx, ctx.ledger, "d_setup_api")
 
     def _evaluate(self, ctx: RuleContext, growth: pl.DataFrame, col: str) -> Outcome:
-        d = ex.num(growth[col].median())
+        d = vc.num(growth[col].median())
         if d < self.options.min_growth_ns:
             return Outcome.clean(f"setup API time grew {d / 1e3:.1f} us/step")
         sb, st = (c.filter(pl.col("cls") == "setup") for c in (ctx.calls_b, ctx.calls_t))
 
         def calls(df: pl.DataFrame) -> list:
-            return ex.top_list(
-                df.with_columns(ex.base_name().alias("api")),
+            return stats.top_list(
+                df.with_columns(vc.base_name().alias("api")),
                 "api",
                 6,
                 total_ns=pl.col("eff_ns").sum(),
@@ -86,12 +90,14 @@ class OneTimeSetup(Rule):
                 max_ns=pl.col("eff_ns").max(),
             )
 
-        largest = ex.both(lambda df: ex.top_list(df, "name", 1, ns=pl.col("eff_ns").max()), sb, st)
+        largest = stats.both(
+            lambda df: stats.top_list(df, "name", 1, ns=pl.col("eff_ns").max()), sb, st
+        )
         ev = {
-            "setup_ns_per_step": ex.both(
+            "setup_ns_per_step": stats.both(
                 lambda p: int(ctx.ledger[f"{p}_setup_api"].median() or 0), "b", "t"
             ),
-            "top_calls": ex.both(calls, sb, st),
+            "top_calls": stats.both(calls, sb, st),
             "largest_call": largest,
             "published": "H100 + TDX context creation 0.16-0.20 s -> 1.15-1.19 s (ISPASS)",
         }
@@ -101,7 +107,8 @@ class OneTimeSetup(Rule):
         summary = (
             f"setup calls +{d / 1e6:.1f} ms/step (largest: {big['name']} {big['ns'] / 1e6:.0f} ms)"
         )
-        return self.fired(claims(growth, "setup_api", col), summary, ev, "high")
+        rm = None if ctx.host_only else al.call_growth_removal(ctx.matched.filter(pl.col("cls") == "setup"))
+        return self.fired(claims(growth, "setup_api", col), summary, ev, "high", removal=rm)
 
     # ----------------------------------------------------------------- host-only branch
 

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
+from ccdiag.rules import _copies as cp
 from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import stats
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -64,6 +65,8 @@ class SerializedCopies(Rule):
     #: memcpy rows, checked in ``evaluate``: a host-only pair has copy calls without them
     requires: ClassVar[frozenset[Kind]] = frozenset()
     requires_gpu: ClassVar[bool] = False
+    claimed: ClassVar[frozenset[str]] = frozenset({"copy_api", "gpu_copy", "op_copy"})
+    call_classes: ClassVar[frozenset[str]] = frozenset({"copy"})
 
     @dataclass(frozen=True)
     class Options:
@@ -87,8 +90,8 @@ class SerializedCopies(Rule):
         if cb.height == 0 or ct.height == 0:
             return Outcome.clean("no host-crossing copies on the main thread")
         mb, mt = float(cb["latency_ns"].median()), float(ct["latency_ns"].median())
-        fit = ex.both(ex.fit_toll_bandwidth, cb, ct)
-        ov = ex.both(ex.copy_overlap, cb, ct)
+        fit = stats.both(cp.fit_toll_bandwidth, cb, ct)
+        ov = stats.both(cp.copy_overlap, cb, ct)
         cb_, ct_ = (ov[k]["concurrency"] or 1.0 for k in ("baseline", "treatment"))
         grew = mt - mb >= self.options.min_growth_ns and mt >= self.options.min_ratio * mb
         serial = cb_ > 1.2 and ct_ < 0.8 * cb_
@@ -99,17 +102,17 @@ class SerializedCopies(Rule):
             [claims(led, "copy_api", "d_copy_api"), claims(led, "gpu_copy", "d_gpu_copy")]
         )
         ev = {
-            "copies_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), cb, ct),
-            "latency_ns": ex.both(lambda d: ex.percentiles(d["latency_ns"]), cb, ct),
+            "copies_per_step": stats.both(lambda d: stats.per_step_median(d, pl.len()), cb, ct),
+            "latency_ns": stats.both(lambda d: stats.percentiles(d["latency_ns"]), cb, ct),
             "fit": fit,
-            "buckets": ex.bucket_table(cb, ct),
+            "buckets": cp.bucket_table(cb, ct),
             "overlap": ov,
-            "memory_kinds_treatment": ex.top_list(
+            "memory_kinds_treatment": stats.top_list(
                 ct.with_columns(pl.format("{}->{}", "src_mem", "dst_mem").alias("kinds")),
                 "kinds",
                 copies=pl.len(),
             ),
-            "top_copies": ex.top_list(
+            "top_copies": stats.top_list(
                 ct, "name", latency_ns=pl.col("latency_ns").max(), bytes=pl.col("bytes").max()
             ),
             "published": "H100 pinned H2D 1 MB 39.9 -> 2.63 GB/s; 64 B 2.1 -> 21.9 us (ISPASS)",
@@ -123,15 +126,13 @@ class SerializedCopies(Rule):
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"
         small = ct.filter(pl.col("bytes") < self.options.small_bytes)
         large = float(ct.filter(pl.col("bytes") >= 1 << 20)["latency_ns"].sum())
-        return self.fired(
-            cl,
-            summary,
-            ev,
-            conf,
-            n_small=ex.per_step_median(small, pl.len()),
-            toll_ns=max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),
-            large_share=large / max(float(ct["latency_ns"].sum()), 1.0),
-        )
+        removal = cp.serialization_removal(ctx.matched, ctx.matched_gpu)
+        facts = {
+            "n_small": stats.per_step_median(small, pl.len()),
+            "toll_ns": max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),
+            "large_share": large / max(float(ct["latency_ns"].sum()), 1.0),
+        }
+        return self.fired(cl, summary, ev, conf, removal=removal, **facts)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n, toll, large = f.facts["n_small"], f.facts["toll_ns"], f.facts["large_share"]

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import stats
+from ccdiag.ledger import vocab as vc
+from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -60,6 +62,8 @@ class SyncStall(Rule):
     mechanism: ClassVar[str] = "sync_stall"
     requires: ClassVar[frozenset[Kind]] = frozenset({Kind.RUNTIME})
     requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
+    claimed: ClassVar[frozenset[str]] = frozenset({"sync_api"})
+    call_classes: ClassVar[frozenset[str]] = frozenset({"sync"})
 
     @dataclass(frozen=True)
     class Options:
@@ -93,13 +97,13 @@ class SyncStall(Rule):
         basis_txt = ", ".join(f"{basis[k]} +{v / 1e3:.1f} us" for k, v in inc.items())
         n = float(per["n"].median() or 0)
         ev = {
-            "syncs_per_step": ex.both(lambda d: ex.per_step_median(d, pl.len()), sb, st),
+            "syncs_per_step": stats.both(lambda d: stats.per_step_median(d, pl.len()), sb, st),
             "increase_per_call_ns": {basis[k]: int(v) for k, v in inc.items()},
-            "exposed_per_call_ns": ex.both(lambda d: ex.percentiles(d["exposed_ns"]), eb, et),
-            "per_call_ns": ex.both(lambda d: ex.percentiles(d["eff_ns"]), sb, st),
-            "by_api": ex.both(
-                lambda d: ex.top_list(
-                    d.with_columns(ex.base_name().alias("api")),
+            "exposed_per_call_ns": stats.both(lambda d: stats.percentiles(d["exposed_ns"]), eb, et),
+            "per_call_ns": stats.both(lambda d: stats.percentiles(d["eff_ns"]), sb, st),
+            "by_api": stats.both(
+                lambda d: stats.top_list(
+                    d.with_columns(vc.base_name().alias("api")),
                     "api",
                     calls=pl.len(),
                     median_ns=pl.col("eff_ns").median(),
@@ -111,7 +115,8 @@ class SyncStall(Rule):
         }
         summary = f"{n:.0f} syncs/step stall longer beyond their wait ({basis_txt})"
         conf = "high" if st.height >= 20 else "medium"
-        return self.fired(claims(per, "sync_api", "c"), summary, ev, conf, n=n)
+        rm = _removal(ctx.seq_t.filter(pl.col("cls") == "sync"), inc)
+        return self.fired(claims(per, "sync_api", "c"), summary, ev, conf, removal=rm, n=n)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n = f.facts["n"]
@@ -122,3 +127,17 @@ class SyncStall(Rule):
         text = f"Cut {n:.0f} syncs/step to one: no .item()/.cpu() in the loop, batch readbacks."
         how = f"attributed stall x syncs removed ({n:.0f} -> 1 per step)"
         return [recommendation("fewer_syncs", ns * (n - 1) / n, delta, text, how)]
+
+
+def _removal(syncs: pl.DataFrame, inc: dict[bool, float]) -> Removal:
+    """Each treatment sync's stall out: its own cost on an idle GPU, its wake-up after a wait."""
+    own, wake = max(inc.get(True, 0.0), 0.0), max(inc.get(False, 0.0), 0.0)
+    calls = syncs.select(
+        "ev_row",
+        pl.min_horizontal(pl.lit(int(own)), "raw_dur").cast(pl.Int64).alias("dur_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
+        # the replay ends a sync at max(own cost, GPU done + wake-up): both come down
+        pl.lit(int(max(own, wake)), dtype=pl.Int64).alias("eps_ns"),
+        pl.lit(False).alias("unblock"),
+    )
+    return Removal(calls=calls.cast(REMOVAL_CALLS))

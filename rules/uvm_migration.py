@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _expr as ex
 from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import align as al
+from ccdiag.ledger import stats
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -59,6 +60,8 @@ class UvmMigration(Rule):
     mechanism: ClassVar[str] = "uvm_migration"
     requires: ClassVar[frozenset[Kind]] = frozenset()
     requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
+    claimed: ClassVar[frozenset[str]] = frozenset({"gpu_kernel", "gpu_uvm"})
+    call_classes: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
     class Options:
@@ -97,16 +100,18 @@ class UvmMigration(Rule):
 
         ev = {
             "kernel_and_migration_ns_per_step": {"baseline": int(b), "treatment": int(t)},
-            "kernel_busy_ns_per_step": ex.both(
+            "kernel_busy_ns_per_step": stats.both(
                 lambda p: int(busy[f"{p}_kernel"].median() or 0), "b", "t"
             ),
-            "migrations": ex.both(mig, ub, ut),
+            "migrations": stats.both(mig, ub, ut),
             "top_kernels": _top(ctx),
             "published": "H100 UVM builds: kernel time up to ~250x (3DCONV 51.7 -> 12,971 ms)",
         }
         summary = f"kernels + UVM migrations {b / 1e6:.2f} -> {t / 1e6:.2f} ms/step"
         nbytes = int(ut["bytes"].fill_null(0).sum() / steps)
-        return self.fired(cl, summary, ev, "high" if ut.height else "medium", bytes=nbytes)
+        rm = al.gpu_growth_removal(ctx.matched_gpu, ["uvm", "kernel"])
+        conf = "high" if ut.height else "medium"
+        return self.fired(cl, summary, ev, conf, removal=rm, bytes=nbytes)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         bulk = f.facts["bytes"] / self.options.bulk_gbps  # ns at bulk CC bandwidth

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccdiag.rules import _expr as ex  # noqa: F401  (shared expressions live there)
+from ccdiag.ledger import stats  # noqa: F401  (the pair's model: ccdiag.ledger)
+from ccdiag.ledger import vocab as vc  # noqa: F401
 from ccdiag.rules._base import Outcome, Rule, RuleContext, claims, opt  # noqa: F401
 from ccdiag.schema import Kind
 
@@ -59,6 +60,8 @@ class {camel}(Rule):
     name: ClassVar[str] = "{name}"
     mechanism: ClassVar[str] = "{mechanism}"
     requires: ClassVar[frozenset[Kind]] = frozenset({{Kind.RUNTIME}})
+    claimed: ClassVar[frozenset[str]] = frozenset({{"other_api"}})  # TODO ledger categories
+    call_classes: ClassVar[frozenset[str]] = frozenset({{"other"}})  # TODO matched call classes
 
     @dataclass(frozen=True)
     class Options:

@@ -148,6 +148,8 @@ def test_bad_rule_metadata_fails_at_definition(attrs: dict, message: str) -> Non
         "name": "test-mechanism",
         "mechanism": "launch_toll",
         "requires": frozenset({Kind.RUNTIME}),
+        "claimed": frozenset({"launch_api"}),
+        "call_classes": frozenset({"launch"}),
         "Options": Options,
         "__doc__": DOC,
         **attrs,
@@ -171,6 +173,8 @@ def test_options_without_a_doc_fail_at_definition() -> None:
                 "name": "test-mechanism",
                 "mechanism": "launch_toll",
                 "requires": frozenset(),
+                "claimed": frozenset({"launch_api"}),
+                "call_classes": frozenset(),
                 "Options": Options,
                 "__doc__": DOC,
             },
@@ -209,3 +213,41 @@ def test_new_rule_script_creates_a_valid_rule(tmp_path: Path) -> None:
         == "ZZ01"
     )
     assert isinstance(cls.requires, frozenset) and ClassVar  # metadata validated at definition
+
+
+def test_explain_prints_what_a_rule_claims() -> None:
+    # act
+    doc = explain("launch_toll")
+    # assert: who claims gap_launch is visible without reading evaluate
+    assert "- claims ledger categories: `gap_launch`, `launch_api`, `op_launch`" in doc
+    assert "- measures its paid cost on matched calls of class: `launch`" in doc
+
+
+@pytest.mark.parametrize(
+    ("claimed", "classes", "message"),
+    [
+        (frozenset({"no_such_category"}), frozenset(), "claimed must be"),
+        (frozenset(), frozenset(), "claimed must be"),
+        (frozenset({"gap_launch"}), frozenset({"no_such_class"}), "call_classes must be"),
+    ],
+)
+def test_a_rule_must_declare_known_claims(
+    claimed: frozenset[str], classes: frozenset[str], message: str
+) -> None:
+    from ccdiag.rules._base import HEADINGS, Rule
+
+    from ccdiag.schema import Kind
+
+    @dataclass(frozen=True)
+    class Options:
+        pass
+
+    attrs = {
+        "__doc__": "x\n\n" + "\n".join(f"{h}\ntext" for h in HEADINGS),
+        "code": "ZZ99", "name": "bad-claims", "mechanism": "launch_toll",
+        "requires": frozenset[Kind](), "claimed": claimed, "call_classes": classes,
+        "Options": Options,
+    }  # fmt: skip
+    # act / assert: the class is rejected when it is defined
+    with pytest.raises(TypeError, match=message):
+        type("Bad", (Rule,), attrs)

@@ -1,0 +1,416 @@
+"""Call-level alignment of the two runs: the same program, matched call by call inside each step.
+
+Within each aligned step (``Pair.aligned``: rank, idx, b_step, t_step) the main host thread's
+CUDA calls of the two runs are matched one to one by name and order:
+
+- **fast path**: when a step's name sequences are equal (the common case), the k-th call of the
+  baseline's step is the k-th call of the treatment's;
+- otherwise a sequence alignment (:class:`difflib.SequenceMatcher` on per-step name codes) that
+  tolerates inserted and missing calls; for very long steps (whole-program traces of more than
+  ``MAX_DIFF`` calls) the k-th occurrence of each name is matched instead (a polars join).
+
+Every matched call carries both runs' duration (its own time on the ledger, ``eff_ns``), the host
+gap before it and the host gap after it, and their deltas (``d_dur``, ``d_gap``, ``d_gap_after``):
+the evidence every mechanism measures its paid cost from (:class:`MatchedCallSchema`). GPU rows
+are matched the same way by (kernel name, k-th occurrence) per step (:func:`match_gpu`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
+from ccdiag.ledger.vocab import LAUNCH_PATHS, base_name, is_host_copy, launch_path
+
+#: Steps with more calls than this are matched by (name, k-th occurrence), not by difflib.
+MAX_DIFF = 20_000
+#: Columns of a side's calls carried onto the matched frame (prefixed b_ / t_).
+SIDE_COLS = (
+    "ev_row", "dur", "raw_dur", "gap", "gap_after", "start_ns", "gpu_dur", "blocking", "gpu_row",
+    "tail", "hcopy", "bytes", "next_ev_row",
+)  # fmt: skip
+
+
+def _prepare(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFrame:
+    """One side's calls on the aligned index with name, ordinal ``k`` and the gap after each."""
+    a = aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
+    c = calls.join(a, on=["rank", "step"], how="inner").sort("rank", "idx", "start_ns")
+    nxt = pl.col("gap_ns").shift(-1).over("rank", "idx")
+    tail = (pl.col("w_end") - pl.col("end_ns")).clip(lower_bound=0)
+
+    def col(name: str, default: pl.Expr) -> pl.Expr:
+        return pl.col(name) if name in c.columns else default
+
+    null = pl.lit(None, dtype=pl.Int64)
+    gpu, blk = col("gpu_dur", null), col("blocking", pl.lit(False))
+    # a blocking call's time after its GPU copy ended (host-side padding, wake-up)
+    gpu_end = col("gpu_start", null) + gpu
+    after_copy = pl.when(blk.fill_null(False)).then(
+        (pl.col("end_ns") - gpu_end).clip(lower_bound=0)
+    )
+    hcopy = (pl.col("cls") == "copy") & (
+        is_host_copy().fill_null(False) if "copy_kind" in c.columns else pl.lit(False)
+    )
+    return (
+        c.select(
+            "rank",
+            "idx",
+            base_name().alias("bname"),
+            "cls",
+            launch_path().alias("path") if "gpu_name" in c.columns else pl.lit(None, pl.String),
+            col("gpu_name", pl.lit(None, pl.String)).alias("gname"),
+            pl.col("ev_row").cast(pl.Int64),
+            pl.col("eff_ns").cast(pl.Int64).alias("dur"),
+            col("raw_dur_ns", pl.col("dur_ns")).cast(pl.Int64).alias("raw_dur"),
+            pl.col("gap_ns").cast(pl.Int64).alias("gap"),
+            nxt.fill_null(tail).cast(pl.Int64).alias("gap_after"),
+            "start_ns",
+            gpu.cast(pl.Int64).alias("gpu_dur"),
+            blk.fill_null(False).alias("blocking"),
+            col("gpu_row", null).cast(pl.Int64).alias("gpu_row"),
+            after_copy.otherwise(0).fill_null(0).cast(pl.Int64).alias("tail"),
+            hcopy.alias("hcopy"),
+            col("bytes", null).cast(pl.Int64).alias("bytes"),
+            pl.int_range(pl.len()).over("rank", "idx").alias("k"),
+        )
+        .with_columns(
+            # a launch's key is its path and kernel: a toll paid on some kernels of a path only
+            # (a library kernel misread as the framework's, say) is measured where it is paid
+            pl.when(pl.col("path").is_not_null())
+            .then(pl.concat_str("path", pl.col("gname").fill_null("?"), separator=":"))
+            .otherwise(pl.col("cls"))
+            .alias("key"),
+            pl.col("ev_row").shift(-1).over("rank", "idx").alias("next_ev_row"),
+        )
+        .with_columns(
+            pl.col("key").shift(1).over("rank", "idx").fill_null("start").alias("prev_key")
+        )
+    )
+
+
+def sequence(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFrame:
+    """One run's main-thread calls in the aligned steps, in order: rank, idx, bname, cls, path,
+    key (path for launches, else the call class), prev_key (the previous call's key; ``start``
+    for a step's first call), ev_row, dur, gap, gap_after, k."""
+    return _prepare(calls, aligned, side)
+
+
+def _pairs_equal(b: pl.DataFrame, t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per step: whether the name sequences are equal; the steps that are not (rank, idx)."""
+    sb = b.group_by("rank", "idx").agg(pl.col("bname").alias("nb"))
+    st = t.group_by("rank", "idx").agg(pl.col("bname").alias("nt"))
+    j = sb.join(st, on=["rank", "idx"], how="inner")
+    same = j.filter(pl.col("nb") == pl.col("nt")).select("rank", "idx")
+    diff = j.filter(pl.col("nb") != pl.col("nt")).select("rank", "idx", "nb", "nt")
+    return same, diff
+
+
+def _diff_pairs(diff: pl.DataFrame) -> pl.DataFrame:
+    """(rank, idx, k_b, k_t) of matched calls in steps whose name sequences differ."""
+    out: dict[str, list[int]] = {"rank": [], "idx": [], "b_k": [], "t_k": []}
+    for rank, idx, nb, nt in diff.iter_rows():
+        if max(len(nb), len(nt)) > MAX_DIFF:
+            kb, kt = _occurrence_pairs(nb, nt)
+        else:
+            sm = difflib.SequenceMatcher(None, nb, nt, autojunk=False)
+            kb, kt = [], []
+            for blk in sm.get_matching_blocks():
+                kb.extend(range(blk.a, blk.a + blk.size))
+                kt.extend(range(blk.b, blk.b + blk.size))
+        out["rank"].extend([rank] * len(kb))
+        out["idx"].extend([idx] * len(kb))
+        out["b_k"].extend(kb)
+        out["t_k"].extend(kt)
+    return pl.DataFrame(
+        out, schema={"rank": pl.Int32, "idx": pl.Int64, "b_k": pl.Int64, "t_k": pl.Int64}
+    )
+
+
+def _occurrence_pairs(nb: list[str], nt: list[str]) -> tuple[list[int], list[int]]:
+    """Match the k-th occurrence of each name (long sequences: linear time)."""
+
+    def occ(names: list[str]) -> pl.DataFrame:
+        f = pl.DataFrame({"n": names}).with_row_index("k")
+        return f.with_columns(pl.int_range(pl.len()).over("n").alias("o"))
+
+    j = occ(nb).join(occ(nt), on=["n", "o"], suffix="_t")
+    return j["k"].cast(pl.Int64).to_list(), j["t_k"].cast(pl.Int64).to_list()
+
+
+def match_calls(
+    calls_b: pl.DataFrame, calls_t: pl.DataFrame, aligned: pl.DataFrame
+) -> pl.DataFrame:
+    """Matched main-thread calls of the two runs (:class:`MatchedCallSchema`).
+
+    Args:
+        calls_b: the baseline's :func:`ccdiag.ledger.host.host_calls`.
+        calls_t: the treatment's.
+        aligned: the pair's aligned steps (rank, idx, b_step, t_step).
+
+    Returns:
+        One row per matched call: rank, idx, bname, cls, path, ``b_``/``t_`` of
+        :data:`SIDE_COLS`, and ``d_dur``, ``d_gap``, ``d_gap_after`` (treatment − baseline).
+    """
+    b, t = _prepare(calls_b, aligned, "b"), _prepare(calls_t, aligned, "t")
+    same, diff = _pairs_equal(b, t)
+    keys = same.join(b.select("rank", "idx", "k"), on=["rank", "idx"])
+    keys = keys.with_columns(pl.col("k").alias("b_k"), pl.col("k").alias("t_k")).drop("k")
+    if diff.height:
+        keys = pl.concat([keys.cast({"rank": pl.Int32, "idx": pl.Int64}), _diff_pairs(diff)])
+    keys = keys.cast({"rank": pl.Int32, "idx": pl.Int64, "b_k": pl.Int64, "t_k": pl.Int64})
+    side = {
+        p: f.rename({c: f"{p}_{c}" for c in (*SIDE_COLS, "k")}).cast(
+            {"rank": pl.Int32, "idx": pl.Int64, f"{p}_k": pl.Int64}
+        )
+        for p, f in (("b", b), ("t", t))
+    }
+    m = keys.join(
+        side["b"].drop("cls", "path", "bname", "key", "prev_key"), on=["rank", "idx", "b_k"]
+    )
+    m = m.join(side["t"], on=["rank", "idx", "t_k"])
+    return m.with_columns(
+        (pl.col("t_dur") - pl.col("b_dur")).alias("d_dur"),
+        (pl.col("t_gap") - pl.col("b_gap")).alias("d_gap"),
+        (pl.col("t_gap_after") - pl.col("b_gap_after")).alias("d_gap_after"),
+    ).sort("rank", "idx", "t_k")
+
+
+def match_gpu(gpu_b: pl.DataFrame, gpu_t: pl.DataFrame, aligned: pl.DataFrame) -> pl.DataFrame:
+    """Matched GPU rows per aligned step by (name, k-th occurrence in start order).
+
+    Returns rank, idx, name, gclass, b_dur, t_dur, d_dur, t_ev_row (the treatment row in its
+    events), b_bytes, t_bytes.
+    """
+
+    def side(g: pl.DataFrame, p: str) -> pl.DataFrame:
+        a = aligned.select("rank", "idx", pl.col(f"{p}_step").alias("step"))
+        g = g.join(a, on=["rank", "step"], how="inner").sort("rank", "idx", "start_ns")
+        return g.select(
+            pl.col("rank").cast(pl.Int32),
+            pl.col("idx").cast(pl.Int64),
+            "name",
+            "gclass",
+            pl.int_range(pl.len()).over("rank", "idx", "name").alias("o"),
+            pl.col("dur_ns").cast(pl.Int64).alias(f"{p}_dur"),
+            pl.col("ev_row").cast(pl.Int64).alias(f"{p}_ev_row"),
+            pl.col("bytes").cast(pl.Int64).alias(f"{p}_bytes"),
+        )
+
+    if gpu_b.height == 0 or gpu_t.height == 0 or "ev_row" not in gpu_t.columns:
+        return pl.DataFrame(schema={"rank": pl.Int32, "idx": pl.Int64, "d_dur": pl.Int64})
+    m = side(gpu_b, "b").join(side(gpu_t, "t").drop("gclass"), on=["rank", "idx", "name", "o"])
+    return m.with_columns((pl.col("t_dur") - pl.col("b_dur")).alias("d_dur"))
+
+
+def huber_fit(x: np.ndarray, y: np.ndarray, iters: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Robust least squares ``y ≈ x @ beta`` (Huber IRLS): beta and its covariance.
+
+    Used to read costs off matched deltas: a few outliers (a preempted call, a page fault) do
+    not move the fit; a bimodal distribution whose two modes both scale does not look additive.
+    """
+    n, p = x.shape
+    if n < p + 2:
+        return np.zeros(p), np.diag(np.full(p, np.inf))
+    w = np.ones(n)
+    beta = np.zeros(p)
+    for _ in range(iters):
+        sw = np.sqrt(w)
+        beta, *_ = np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None)
+        r = y - x @ beta
+        s = 1.4826 * np.median(np.abs(r - np.median(r))) or 1.0
+        c = 1.345 * s
+        w = np.where(np.abs(r) <= c, 1.0, c / np.maximum(np.abs(r), 1e-9))
+    r = y - x @ beta
+    dof = max(n - p, 1)
+    sigma2 = float((w * r**2).sum() / dof)
+    xtwx = (x * w[:, None]).T @ x
+    return beta, sigma2 * np.linalg.pinv(xtwx)
+
+
+#: Keys of the gap model: launch paths and the other call classes.
+GAP_KEYS: tuple[str, ...] = (*LAUNCH_PATHS, "copy", "sync", "setup", "other")
+
+
+@dataclass(frozen=True)
+class GapModel:
+    """How the host gaps between matched calls grew: per key of the call after the gap
+    (``before``) and of the call before it (``after``), plus growth in proportion to the gap's
+    own length (``h`` per ns of the gap's typical length: host code that got slower). ``before[k] + after[k]`` is identified (the
+    split of a toll between the gap before and after a call is not, in a run of equal calls);
+    ``var[k]`` is its variance. ``n``: gaps fitted."""
+
+    before: dict[str, float]
+    after: dict[str, float]
+    var: dict[str, float]
+    kept: frozenset[str]  # fine keys (path:kernel) with enough matched calls of their own
+    h: float
+    h_se: float
+    n: int
+    h_mean: float = 0.0  # least squares on what the calls leave: mean growth per ns of gap
+    h_mean_se: float = float("inf")
+
+    def per_call(self, key: str) -> float:
+        """The gap growth a call of ``key`` brings (before it + after it)."""
+        return self.before.get(key, 0.0) + self.after.get(key, 0.0)
+
+    def key(self, col: str) -> pl.Expr:
+        """The model's key for a sequence's ``key`` / ``prev_key`` column: the fine key where
+        it has its own constants, else its launch path (or call class)."""
+        return coarse_key(pl.col(col), self.kept)
+
+
+#: Matched calls a fine key (launch path and kernel) needs for constants of its own.
+MIN_KEY_CALLS = 30
+
+
+def coarse_key(c: pl.Expr, kept: frozenset[str]) -> pl.Expr:
+    """A key as the gap model knows it (see :meth:`GapModel.key`)."""
+    return pl.when(c.is_in(list(kept))).then(c).otherwise(c.str.split(":").list.first())
+
+
+def _within(m: pl.DataFrame, z: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
+    """Growth per ns of gap from the variation *within* each (key, prev_key) cell: robust (Huber)
+    and least squares (mean: a preempted thread loses a few gaps whole), each with its standard
+    error. A gap whose growth is the same at every length is its neighbouring call's doing (a
+    toll), not host code: between cells, lengths and tolls cannot be told apart."""
+    cell = m.select(pl.concat_str("key", "prev_key", separator="|").alias("c"))["c"]
+    f = pl.DataFrame({"c": cell, "z": z, "y": y})
+    f = f.with_columns(
+        (pl.col("z") - pl.col("z").mean().over("c")).alias("zd"),
+        (pl.col("y") - pl.col("y").mean().over("c")).alias("yd"),
+    )
+    zd, yd = f["zd"].to_numpy(), f["yd"].to_numpy()
+    zz = float((zd * zd).sum())
+    if zz <= 0:
+        return 0.0, float("inf"), 0.0, float("inf")
+    beta, cov = huber_fit(zd[:, None], yd)
+    h_mean = float((zd * yd).sum() / zz)
+    r = yd - h_mean * zd
+    se_mean = float(np.sqrt((r * r).sum() / max(zd.size - 1, 1) / zz))
+    return float(beta[0]), float(np.sqrt(max(cov[0, 0], 0.0))), h_mean, se_mean
+
+
+#: A key whose per-call constant is at least this (ns) and this many standard errors explains
+#: the growth of the gaps beside its calls (they are not host code that got slower).
+EXPLAINS_NS = 700
+EXPLAINS_Z = 4.0
+#: Gaps next to no explaining call that host-code growth is measured on, at least.
+MIN_CLEAN_GAPS = 100
+
+
+def _tail(m: pl.DataFrame, z: np.ndarray, r0: np.ndarray) -> tuple[float, float]:
+    """Growth per ns of gap of what the calls' constants leave (``r0``) on these gaps: the
+    within-cell robust slope plus the least-squares mean of what that leaves (a preempted thread
+    loses a few gaps whole: heavy tails, host time no call explains), and its standard error."""
+    if z.size < MIN_CLEAN_GAPS:  # too few gaps beside no explaining call to tell
+        return 0.0, float("inf")
+    h, _, _, _ = _within(m, z, r0)
+    resid = r0 - h * z
+    zz = float((z * z).sum())
+    if zz <= 0:
+        return 0.0, float("inf")
+    tail = float((z * resid).sum() / zz)
+    r = resid - tail * z
+    return h + tail, float(np.sqrt((r * r).sum() / max(z.size - 1, 1) / zz))
+
+
+def _recentred(
+    beta: np.ndarray, nk: int, key: np.ndarray, prev: np.ndarray, keys: list[str]
+) -> np.ndarray:
+    """The constants with the fit's free direction fixed. Every gap has a call after it and
+    (but a step's first) one before it, so ``before[k] + c`` and ``after[k] − c`` for every key
+    predict the same gaps: only ``before[k] + after[p]`` is identified, and the fit leaves ``c``
+    to the few first gaps of the steps (±100 µs seen on a training step). Take the ``c`` of
+    least weighted size ``Σ n_k (before[k]² + after[k]²)`` (calls of a key as weights): an
+    untolled call then has ~0 on both sides, a tolled one its toll, and a removal that keeps
+    only some keys' constants removes what those calls brought, not an arbitrary offset."""
+    b, a = beta[:nk].copy(), beta[nk : 2 * nk].copy()
+    w_b = np.array([(key == k).sum() for k in keys], dtype=float)
+    w_a = np.array([(prev == k).sum() for k in keys], dtype=float)
+    if w_b.sum() + w_a.sum() <= 0:
+        return beta
+    c = float(((w_a * a) - (w_b * b)).sum() / (w_b.sum() + w_a.sum()))
+    out = beta.copy()
+    out[:nk], out[nk : 2 * nk] = b + c, a - c
+    return out
+
+
+def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
+    """Fit ``Δgap = before[key] + after[prev_key] + h × typical gap`` on matched calls.
+
+    ``h`` from the variation within each (key, prev_key) cell (:func:`_within`); then the
+    per-key constants by a robust fit (Huber) of what ``h`` leaves; ``h_mean``: the growth per ns
+    of gap (:func:`_tail`) of the gaps next to no key that explains them."""
+    if m.height < min_gaps:
+        return GapModel({}, {}, {}, frozenset(), 0.0, float("inf"), m.height)
+    n = m.group_by("key").len()
+    kept = frozenset(
+        n.filter((pl.col("len") >= MIN_KEY_CALLS) & pl.col("key").str.contains(":"))["key"]
+    )
+    m = m.with_columns(coarse_key(pl.col("key"), kept), coarse_key(pl.col("prev_key"), kept))
+    key, prev = m["key"].to_numpy(), m["prev_key"].to_numpy()
+    keys = sorted((set(key) | set(prev)) - {"start"})
+    cols = [(key == k).astype(float) for k in keys] + [(prev == k).astype(float) for k in keys]
+    # the regressor is the gap's typical length at its place in the step (the median over the
+    # steps of the baseline's gap at the same ordinal), not the baseline's own: noise in one
+    # run's length regresses to the mean (a long baseline gap is followed by a shorter treatment
+    # one) and reads as host code that got faster. One-step traces keep their own length.
+    z = m.select(pl.col("b_gap").median().over("rank", "b_k").cast(pl.Float64))["b_gap"].to_numpy()
+    y = m["d_gap"].to_numpy().astype(float)
+    h, h_se, _, _ = _within(m, z, y)
+    x = np.column_stack(cols)
+    beta, cov = huber_fit(x, y - h * z)
+    nk = len(keys)
+    var = {
+        k: float(cov[i, i] + cov[nk + i, nk + i] + 2 * cov[i, nk + i]) for i, k in enumerate(keys)
+    }
+    # host code no call explains: only gaps next to no call whose own constant stands out (a
+    # tolled launch's neighbours may grow by more than the toll: the emulator's or the driver's
+    # side effects are the toll's, not slower host code)
+    per = {k: float(beta[i] + beta[nk + i]) for i, k in enumerate(keys)}
+    beta = _recentred(beta, nk, key, prev, keys)
+    loud = {k for k in keys if per[k] >= EXPLAINS_NS and per[k] >= EXPLAINS_Z * np.sqrt(var[k])}
+    # a launch path with one loud kernel explains all its kernels' gaps (the split of a toll
+    # among a path's kernels, and between the gap before and after them, is not identified)
+    loud |= {k for k in keys if k.split(":")[0] in {q.split(":")[0] for q in loud}}
+    clean = ~(np.isin(key, list(loud)) | np.isin(prev, list(loud)))
+    h_mean, h_mean_se = _tail(m.filter(pl.Series(clean)), z[clean], (y - x @ beta)[clean])
+    return GapModel(
+        before={k: float(beta[i]) for i, k in enumerate(keys)},
+        after={k: float(beta[nk + i]) for i, k in enumerate(keys)},
+        var=var,
+        kept=kept,
+        h=h,
+        h_se=h_se,
+        n=m.height,
+        h_mean=h_mean,
+        h_mean_se=h_mean_se,
+    )
+
+
+def call_growth_removal(matched: pl.DataFrame) -> Removal:
+    """A removal that takes each matched call's growth out of the treatment's call (clipped to
+    the traced call): setup calls, for one."""
+    calls = matched.select(
+        pl.col("t_ev_row").alias("ev_row"),
+        pl.min_horizontal(pl.col("d_dur").clip(lower_bound=0), "t_raw_dur").alias("dur_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("eps_ns"),
+        pl.lit(False).alias("unblock"),
+    )
+    return Removal(calls=calls.filter(pl.col("dur_ns") > 0).cast(REMOVAL_CALLS))
+
+
+def gpu_growth_removal(matched_gpu: pl.DataFrame, classes: list[str]) -> Removal:
+    """A removal that takes each matched GPU row's growth out of the treatment's row (rows of
+    the GPU ``classes`` only)."""
+    if matched_gpu.height == 0 or "t_ev_row" not in matched_gpu.columns:
+        return Removal()
+    gpu = matched_gpu.filter(pl.col("gclass").is_in(classes)).select(
+        pl.col("t_ev_row").alias("ev_row"), pl.col("d_dur").clip(lower_bound=0).alias("dur_ns")
+    )
+    return Removal(gpu=gpu.filter(pl.col("dur_ns") > 0).cast(REMOVAL_GPU))

@@ -1,0 +1,101 @@
+"""Controls that are facts of the pair, not of a mechanism: how much slower host code got."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ccdiag.ledger.vocab import API_KINDS, COPY_OPS, SYNC_OPS, num
+
+
+def _pure_host_ops(ev: pl.DataFrame, limit: int = 200_000) -> pl.DataFrame:
+    """cpu_ops that contain no CUDA API call (on their thread) and are no copy / sync op.
+
+    Only the first ``limit`` cpu_ops (by time) are looked at: a sample is enough for a ratio.
+    """
+    ops_all = ev.filter(pl.col("kind") == "cpu_op")
+    if ops_all.height > limit:
+        cut = ops_all["start_ns"].sort()[limit]
+        ev = ev.filter(pl.col("start_ns") < cut)
+    api = (
+        ev.filter(pl.col("kind").is_in(API_KINDS)).select("pid", "tid", "start_ns").sort("start_ns")
+    )
+    api = api.with_columns(pl.int_range(1, pl.len() + 1).over("pid", "tid").alias("k"))
+    ops = ev.filter((pl.col("kind") == "cpu_op") & ~pl.col("name").is_in([*COPY_OPS, *SYNC_OPS]))
+    ops = ops.select("pid", "tid", "name", "start_ns", "dur_ns").with_row_index("_i")
+
+    def count_at(col: pl.Expr) -> pl.DataFrame:
+        x = ops.select("_i", "pid", "tid", col.alias("t")).sort("t")
+        j = x.join_asof(
+            api, left_on="t", right_on="start_ns", by=["pid", "tid"], check_sortedness=False
+        )
+        return j.select("_i", pl.col("k").fill_null(0))
+
+    k0 = count_at(pl.col("start_ns")).rename({"k": "k0"})
+    k1 = count_at(pl.col("start_ns") + pl.col("dur_ns")).rename({"k": "k1"})
+    ops = ops.join(k0, on="_i").join(k1, on="_i")
+    return ops.filter(pl.col("k1") == pl.col("k0"))
+
+
+def host_slowdown(ev_b: pl.DataFrame, ev_t: pl.DataFrame) -> dict[str, Any]:
+    """How much slower host code got, outside CUDA calls: the control for per-call tolls.
+
+    Ratio treatment/baseline of the median duration of cpu_op kinds that contain no CUDA API call
+    and are no copy or sync op (view, empty, as_strided, ...), the call-weighted median over kinds
+    with at least 10 calls in both runs. CC adds no cost to them; when they slow down, so does all
+    host code (CPU frequency, contention, profiler or emulator side effects). 1.0 when unknown.
+    ``mean_ratio``: the ratio of their total time at the baseline's call counts (sees preemption).
+    """
+
+    def per(ev: pl.DataFrame) -> pl.DataFrame:
+        ops = _pure_host_ops(ev)
+        return ops.group_by("name").agg(
+            pl.len().alias("n"),
+            pl.col("dur_ns").median().alias("m"),
+            pl.col("dur_ns").mean().alias("mean"),
+        )
+
+    j = per(ev_b).join(per(ev_t), on="name", suffix="_t")
+    j = j.filter((pl.col("n") >= 10) & (pl.col("n_t") >= 10) & (pl.col("m") > 0))
+    if j.height == 0:
+        return {"ratio": 1.0, "mean_ratio": 1.0, "op_kinds": 0, "ops": []}
+    j = j.with_columns((pl.col("m_t") / pl.col("m")).alias("r"))
+    w = j.sort("r").with_columns((pl.col("n").cum_sum() / pl.col("n").sum()).alias("c"))
+    ratio = float(w.filter(pl.col("c") >= 0.5)["r"][0])
+    # the same ops' mean time, weighted by the baseline's calls: a neighbour that preempts the
+    # thread now and then leaves the medians alone but not the means
+    mean_ratio = num((j["mean_t"] * j["n"]).sum()) / max(num((j["mean"] * j["n"]).sum()), 1.0)
+    ops = [
+        {
+            "op": r["name"],
+            "calls": r["n"],
+            "median_ns": {"baseline": int(r["m"]), "treatment": int(r["m_t"])},
+        }
+        for r in j.sort(["n", "name"], descending=[True, False]).head(5).iter_rows(named=True)
+    ]
+    return {
+        "ratio": round(ratio, 3),
+        "mean_ratio": round(mean_ratio, 3),
+        "op_kinds": j.height,
+        "ops": ops,
+    }
+
+
+def toll_fit(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
+    """Fit treatment quantiles = toll + slope x baseline quantiles (p10..p90, least squares).
+
+    A CC toll adds a constant to every call (``toll_ns`` > 0, slope ~1); host code that merely
+    got slower scales them (toll ~0, slope > 1). Both at once give both.
+    """
+    b, t = base.drop_nulls(), treat.drop_nulls()
+    if b.len() < 5 or t.len() < 5:
+        return {"toll_ns": 0, "slope": 1.0}
+    qs = np.linspace(0.1, 0.9, 9)
+    qb = np.array([b.quantile(q, "linear") for q in qs], dtype=float)
+    qt = np.array([t.quantile(q, "linear") for q in qs], dtype=float)
+    if np.ptp(qb) <= 0:
+        return {"toll_ns": int(np.median(qt - qb)), "slope": 1.0}
+    slope, toll = np.polyfit(qb, qt, 1)
+    return {"toll_ns": int(toll), "slope": round(float(slope), 3)}

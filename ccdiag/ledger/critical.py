@@ -1,0 +1,243 @@
+"""The critical-path ledger: GPU-critical windows, exposure of host intervals, per-step ledger.
+
+Each step is exactly: exposed host time per category + GPU-critical time per GPU category
+(:data:`ccdiag.ledger.vocab.HOST_CATEGORIES`, :data:`~ccdiag.ledger.vocab.GPU_CATEGORIES`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ccdiag.ledger.host import host_intervals
+from ccdiag.ledger.vocab import (
+    GPU_CATEGORIES,
+    HOST_CATEGORIES,
+    OP_CATEGORIES,
+    RUN_GAP_NS,
+    is_host_copy,
+)
+
+
+def gpu_runs(gpu: pl.DataFrame, by: list[str], tol: int = RUN_GAP_NS) -> pl.DataFrame:
+    """Busy runs of the GPU rows grouped by ``by``: by, g0, g1.
+
+    A row continues the run when it was launched before the GPU got free (it was queued behind
+    the previous work: the GPU, not the host, decided when it started) or starts within ``tol``
+    of the previous row's end. A row whose launch came after the GPU went idle starts a new run.
+    """
+    launch = pl.col("launch_end") if "launch_end" in gpu.columns else pl.lit(None, dtype=pl.Int64)
+    g = gpu.select(
+        *by, "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("e"), launch.alias("le")
+    )
+    g = g.sort(*by, "start_ns")
+    prev = pl.col("e").cum_max().shift(1).over(by)
+    queued = pl.col("le").is_not_null() & (pl.col("le") <= prev + 1000)
+    new = ~(queued | (pl.col("start_ns") <= prev + tol)).fill_null(False)
+    g = g.with_columns(new.cum_sum().over(by).alias("run"))
+    runs = g.group_by(*by, "run").agg(
+        pl.col("start_ns").min().alias("g0"), pl.col("e").max().alias("g1")
+    )
+    return runs.sort("g0")
+
+
+def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """GPU-critical windows: where the host waited for GPU work (disjoint, sorted per rank).
+
+    A waiting call is a sync, or a host-crossing copy call that covered its GPU copy. The GPU busy
+    run it ended on (the device's for a sync or a copy that waited on another stream, else the
+    copy's stream's) gives
+    ``[g0, min(g1, call end)]``: from there back to the run's start the GPU, not the host, was the
+    critical path, and host work under it was hidden. A wait during which the GPU was idle is no
+    window (it is host overhead). Columns rank, step, ws, we.
+    """
+    empty = pl.DataFrame(
+        schema={"rank": pl.Int32, "step": pl.Int32, "ws": pl.Int64, "we": pl.Int64}
+    )
+    copy_wait = (pl.col("cls") == "copy") & pl.col("blocking") & is_host_copy().fill_null(False)
+    if gpu.height == 0 or calls.height == 0:
+        return empty
+    cols: list[str | pl.Expr] = [
+        "rank",
+        "step",
+        "w_start",
+        pl.col("eff_start").alias("s"),
+        pl.col("end_ns").alias("e"),
+    ]
+    syncs = calls.filter(pl.col("cls") == "sync").select(cols).sort("e")
+    # a copy that started late while its own stream was idle waited on another stream (an event):
+    # follow the device's busy run, like a sync; otherwise its own stream's run
+    cross = (pl.col("gpu_start") - pl.col("start_ns") > 20_000) & (
+        pl.col("stream_free_ns").fill_null(0) < pl.col("start_ns")
+    )
+    copies = calls.filter(copy_wait & ~cross).select(*cols, "device", "stream").sort("e")
+    syncs = pl.concat([syncs, calls.filter(copy_wait & cross).select(cols)]).sort("e")
+    parts = []
+    if syncs.height:
+        parts.append(
+            syncs.join_asof(
+                gpu_runs(gpu, ["rank"]),
+                left_on="e",
+                right_on="g0",
+                by="rank",
+                check_sortedness=False,
+            ).select("rank", "step", "w_start", "s", "e", "g0", "g1")
+        )
+    if copies.height:
+        runs = gpu_runs(
+            gpu.with_columns(pl.col("device").cast(pl.Int32)), ["rank", "device", "stream"]
+        )
+        j = copies.with_columns(pl.col("device").cast(pl.Int32)).join_asof(
+            runs,
+            left_on="e",
+            right_on="g0",
+            by=["rank", "device", "stream"],
+            check_sortedness=False,
+        )
+        parts.append(j.select("rank", "step", "w_start", "s", "e", "g0", "g1"))
+    if not parts:
+        return empty
+    w = pl.concat(parts).filter(pl.col("g1").is_not_null() & (pl.col("g1") > pl.col("s")))
+    w = w.select(
+        "rank",
+        "step",
+        pl.max_horizontal("g0", "w_start").alias("ws"),
+        pl.min_horizontal("g1", "e").alias("we"),
+    )
+    w = w.sort("rank", "ws")
+    prev = pl.col("we").cum_max().shift(1).over("rank")
+    w = w.with_columns(pl.max_horizontal("ws", prev.fill_null(pl.col("ws"))).alias("ws"))
+    return w.filter(pl.col("we") > pl.col("ws")).select(empty.columns) if w.height else empty
+
+
+def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
+    """Window time before ``col`` (F(x) = total length of windows left of x), per row."""
+    j = (
+        x.with_row_index("_i")
+        .sort(col)
+        .join_asof(win, left_on=col, right_on="ws", by="rank", check_sortedness=False)
+    )
+    f = pl.col("cum") + (pl.min_horizontal(pl.col(col), "we") - pl.col("ws")).clip(lower_bound=0)
+    return j.with_columns(f.fill_null(0).alias("_f")).sort("_i")["_f"]
+
+
+def exposure(intervals: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Add ``exposed_ns`` (interval length outside GPU-critical windows) to host intervals."""
+    length = pl.col("b") - pl.col("a")
+    if windows.height == 0:
+        return intervals.with_columns(length.alias("exposed_ns"))
+    win = windows.sort("rank", "ws").with_columns(
+        (pl.col("we") - pl.col("ws")).cum_sum().shift(1).over("rank").fill_null(0).alias("cum")
+    )
+    win = win.select("rank", "ws", "we", "cum").sort("ws")
+    covered = _measure(intervals, "b", win) - _measure(intervals, "a", win)
+    return intervals.with_columns((length - covered).clip(lower_bound=0).alias("exposed_ns"))
+
+
+def window_classes(windows: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Split each window's time over GPU classes by their busy time in it: rank, step, cat, ns."""
+    if windows.height == 0:
+        return pl.DataFrame(
+            schema={"rank": pl.Int32, "step": pl.Int32, "cat": pl.String, "ns": pl.Float64}
+        )
+    cat = (
+        pl.when(pl.col("gclass") == "copy")
+        .then(
+            pl.when(is_host_copy().fill_null(False))
+            .then(pl.lit("gpu_copy"))
+            .otherwise(pl.lit("gpu_other"))
+        )
+        .otherwise(pl.concat_str(pl.lit("gpu_"), pl.col("gclass")))
+    )
+    g = gpu.select(
+        "rank",
+        pl.col("start_ns").alias("gs"),
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("ge"),
+        cat.alias("cat"),
+    )
+    win = windows.with_row_index("wid").sort("ws")
+    j = g.sort("ge").join_asof(win, left_on="ge", right_on="ws", by="rank", check_sortedness=False)
+    j = j.filter(pl.col("wid").is_not_null()).with_columns(
+        (pl.min_horizontal("ge", "we") - pl.max_horizontal("gs", "ws"))
+        .clip(lower_bound=0)
+        .alias("ov")
+    )
+    per = j.group_by("wid", "cat").agg(pl.col("ov").sum())
+    tot = per.group_by("wid").agg(pl.col("ov").sum().alias("tot"))
+    w = (
+        win.with_columns((pl.col("we") - pl.col("ws")).alias("len"))
+        .join(tot, on="wid", how="left")
+        .fill_null(0)
+    )
+    busy = pl.min_horizontal("tot", "len")
+    idle = w.select(
+        "rank",
+        "step",
+        pl.lit("gpu_idle").alias("cat"),
+        (pl.col("len") - busy).cast(pl.Float64).alias("ns"),
+    )
+    share = per.join(w, on="wid").select(
+        "rank",
+        "step",
+        "cat",
+        (busy.cast(pl.Float64) * pl.col("ov").cast(pl.Float64) / pl.max_horizontal("tot", 1))
+        .cast(pl.Float64)
+        .alias("ns"),
+    )
+    return pl.concat([share, idle])
+
+
+def ledger(
+    calls: pl.DataFrame,
+    gpu: pl.DataFrame,
+    windows: pl.DataFrame,
+    win: pl.DataFrame,
+    host_only: bool,
+) -> pl.DataFrame:
+    """Per step: exposed host ns per category (+ ``<cat>_total``) and GPU-critical ns per class.
+
+    ``win`` are the GPU-critical windows (:func:`critical_windows`).
+
+    Columns rank, step, step_ns and every category of :data:`HOST_CATEGORIES` and
+    :data:`GPU_CATEGORIES` (or :data:`OP_CATEGORIES` for host-only pairs). The categories add up
+    to ``step_ns`` exactly.
+    """
+    cats = OP_CATEGORIES if host_only else HOST_CATEGORIES
+    iv = exposure(host_intervals(calls, windows), win)
+    host = iv.group_by("rank", "step", "cat").agg(
+        pl.col("exposed_ns").sum().alias("ns"), (pl.col("b") - pl.col("a")).sum().alias("tot")
+    )
+    wide = host.pivot("cat", index=["rank", "step"], values=["ns", "tot"], aggregate_function="sum")
+    out = windows.select("rank", "step", (pl.col("end_ns") - pl.col("start_ns")).alias("step_ns"))
+    out = out.join(_rename_pivot(wide), on=["rank", "step"], how="left")
+    if not host_only:
+        wc = window_classes(win, gpu)
+        if wc.height:
+            out = out.join(
+                wc.pivot("cat", index=["rank", "step"], values="ns", aggregate_function="sum"),
+                on=["rank", "step"],
+                how="left",
+            )
+        cats = cats + GPU_CATEGORIES
+    cols = [
+        pl.col(c).fill_null(0).round(0).cast(pl.Int64)
+        if c in out.columns
+        else pl.lit(0, dtype=pl.Int64).alias(c)
+        for c in cats
+    ]
+    tots = [
+        pl.col(f"{c}_total").fill_null(0).cast(pl.Int64)
+        if f"{c}_total" in out.columns
+        else pl.lit(0, dtype=pl.Int64).alias(f"{c}_total")
+        for c in (OP_CATEGORIES if host_only else HOST_CATEGORIES)
+    ]
+    return out.select("rank", "step", "step_ns", *cols, *tots).sort("rank", "step")
+
+
+def _rename_pivot(wide: pl.DataFrame) -> pl.DataFrame:
+    """Pivot columns ns_<cat> / tot_<cat> (or '<values>_cat_<cat>') -> <cat>, <cat>_total."""
+    ren = {}
+    for c in wide.columns[2:]:
+        for pre, suf in (("ns_", ""), ("tot_", "_total")):
+            if c.startswith(pre):
+                ren[c] = c[len(pre) :].removeprefix("cat_") + suf
+    return wide.rename(ren)

@@ -1,0 +1,89 @@
+"""GPU rows of a run: class, step, busy time (union over streams), host copies with their call."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ccdiag.ledger.host import assign_window
+from ccdiag.ledger.vocab import API_KINDS, COPY_RE, GPU_KINDS, base_name, gpu_class, is_host_copy
+
+
+def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """GPU rows with their class, step (launch's step, else the window their start is in) and
+    ``ev_row`` (their row in ``ev``)."""
+    gpu = ev.with_row_index("ev_row").filter(pl.col("kind").is_in(GPU_KINDS))
+    gpu = gpu.with_columns(gpu_class().alias("gclass")).with_row_index("_row")
+    timed = assign_window(gpu.select("_row", "rank", "start_ns"), windows).select(
+        "_row", pl.col("step").alias("_wstep")
+    )
+    gpu = gpu.join(timed, on="_row", how="left")
+    calls = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
+    # when the work was enqueued: a launch by the end of its call; a copy once its call started
+    # (a copy call that blocks returns only after its copy ran)
+    queued = pl.when(base_name().str.contains(COPY_RE)).then(pl.col("start_ns"))
+    calls = calls.group_by("pid", "correlation").agg(
+        queued.otherwise(pl.col("start_ns") + pl.col("dur_ns")).min().alias("launch_end")
+    )
+    gpu = gpu.join(calls, on=["pid", "correlation"], how="left")
+    known = windows.select("rank", pl.col("step").alias("_k"), pl.lit(True).alias("_ok"))
+    gpu = gpu.join(known, left_on=["rank", "step"], right_on=["rank", "_k"], how="left")
+    step = pl.when(pl.col("_ok").fill_null(False)).then(pl.col("step")).otherwise(pl.col("_wstep"))
+    return (
+        gpu.with_columns(step.alias("step"))
+        .drop("_row", "_wstep", "_ok")
+        .filter(pl.col("step").is_not_null())
+    )
+
+
+def union_ns(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Busy time (union of [start, start+dur)) and row count per group."""
+    df = df.sort(*by, "start_ns")
+    end = pl.col("start_ns") + pl.col("dur_ns")
+    prev = end.cum_max().shift(1).over(by).fill_null(pl.col("start_ns"))
+    contrib = (end - pl.max_horizontal("start_ns", prev)).clip(lower_bound=0)
+    return (
+        df.with_columns(contrib.alias("_c"))
+        .group_by(by)
+        .agg(
+            pl.col("_c").sum().alias("busy_ns"),
+            pl.len().alias("n"),
+            pl.col("dur_ns").sum().alias("sum_ns"),
+        )
+    )
+
+
+def gpu_busy(gpu: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, step and class: busy_ns (union over streams and devices), n, sum_ns."""
+    per = union_ns(gpu, ["rank", "step", "gclass"])
+    allc = union_ns(gpu, ["rank", "step"]).with_columns(pl.lit("all").alias("gclass"))
+    return pl.concat([per, allc.select(per.columns)])
+
+
+SIZE_BUCKETS = (
+    (0, 1024, "<1 KiB"),
+    (1024, 65536, "1-64 KiB"),
+    (65536, 1 << 20, "64 KiB-1 MiB"),
+    (1 << 20, 16 << 20, "1-16 MiB"),
+    (16 << 20, 1 << 62, ">=16 MiB"),
+)
+
+
+def size_bucket() -> pl.Expr:
+    """Size bucket label of the ``bytes`` column."""
+    b = pl.col("bytes").fill_null(0)
+    expr = pl.lit(SIZE_BUCKETS[-1][2])
+    for lo, hi, label in reversed(SIZE_BUCKETS[:-1]):
+        expr = pl.when((b >= lo) & (b < hi)).then(pl.lit(label)).otherwise(expr)
+    return expr
+
+
+def copy_table(calls: pl.DataFrame) -> pl.DataFrame:
+    """Host-crossing copy calls with their GPU copy: latency (exposed cost) and bucket."""
+    c = calls.filter((pl.col("cls") == "copy") & pl.col("gpu_start").is_not_null())
+    c = c.filter(is_host_copy())
+    latency = (
+        pl.when(pl.col("blocking"))
+        .then(pl.max_horizontal("gpu_dur", pl.col("c_copy_self")))
+        .otherwise(pl.col("gpu_dur"))
+    )
+    return c.with_columns(latency.alias("latency_ns"), size_bucket().alias("bucket"))

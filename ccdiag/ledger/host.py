@@ -1,0 +1,340 @@
+"""The main host thread's calls laid over the step windows: calls, gaps, labelled intervals.
+
+:func:`host_calls` gives one row per main-thread API call (frame schema
+:class:`ccdiag.ledger.schemas.HostCallSchema`); :func:`host_intervals` tiles each step window
+with labelled host intervals (the host side of the ledger).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ccdiag import apis
+from ccdiag.ledger.vocab import (
+    API_KINDS,
+    COPY_OPS,
+    GPU_KINDS,
+    LAUNCH_RE,
+    SYNC_OPS,
+    api_class,
+    base_name,
+    is_host_copy,
+)
+
+
+def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.1) -> pl.DataFrame:
+    """The host threads that drive the GPU on each rank: columns rank, pid, tid.
+
+    Threads of the busiest process whose launch + copy + sync calls are at least ``share`` of the
+    busiest thread's (PyTorch's main thread and its autograd thread, say; not a watchdog that only
+    polls events). Their calls are laid on one timeline: the step's host critical path hands over
+    between them. Without API calls (host-only traces): the thread with the most cpu_ops.
+    """
+    api = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null())
+    if host_only or api.height == 0:
+        rows = ev.filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_not_null())
+        top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
+        top = top.sort("rank", "_score", "pid", "tid", descending=[False, True, False, False])
+        return top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
+    work = api.with_columns(api_class().alias("cls")).filter(
+        pl.col("cls").is_in(["launch", "copy", "sync"])
+    )
+    score = work.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
+    best = score.sort(
+        "rank", "_score", "pid", "tid", descending=[False, True, False, False]
+    ).unique("rank", keep="first", maintain_order=True)
+    best = best.select("rank", pl.col("pid").alias("_pid"), pl.col("_score").alias("_best"))
+    keep = score.join(best, on="rank").filter(
+        (pl.col("pid") == pl.col("_pid")) & (pl.col("_score") >= share * pl.col("_best"))
+    )
+    return keep.select("rank", "pid", "tid").sort("rank", "tid")
+
+
+def assign_window(df: pl.DataFrame, windows: pl.DataFrame, col: str = "start_ns") -> pl.DataFrame:
+    """Add ``step``, ``w_start``, ``w_end`` to rows whose ``col`` lies in a step window."""
+    w = windows.select(
+        "rank", "step", pl.col("start_ns").alias("w_start"), pl.col("end_ns").alias("w_end")
+    ).sort("w_start")
+    out = (
+        df.drop("step", strict=False)
+        .sort(col)
+        .join_asof(
+            w,
+            left_on=col,
+            right_on="w_start",
+            by="rank",
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    return out.filter(pl.col(col) < pl.col("w_end"))
+
+
+def _with_coverage(rows: pl.DataFrame) -> pl.DataFrame:
+    """Clip calls to their window and make them non-overlapping (outer call wins)."""
+    rows = rows.sort(
+        "rank", "step", "start_ns", pl.col("dur_ns"), descending=[False, False, False, True]
+    )
+    end = pl.min_horizontal(pl.col("start_ns") + pl.col("dur_ns"), pl.col("w_end"))
+    rows = rows.with_columns(end.alias("end_ns"))
+    prev = pl.col("end_ns").cum_max().shift(1).over("rank", "step")
+    rows = rows.with_columns(
+        pl.max_horizontal(prev.fill_null(pl.col("w_start")), "w_start").alias("prev_end")
+    )
+    eff_start = pl.max_horizontal("start_ns", "prev_end")
+    return rows.with_columns(
+        eff_start.alias("eff_start"),
+        (pl.col("end_ns") - eff_start).clip(lower_bound=0).alias("eff_ns"),
+        (pl.col("start_ns") - pl.col("prev_end")).clip(lower_bound=0).alias("gap_ns"),
+    )
+
+
+def _stream_free(ev: pl.DataFrame) -> pl.DataFrame:
+    """For each GPU row: when its stream finished the work queued before it (and ``gpu_row``,
+    its row in ``ev``)."""
+    gpu = ev.with_row_index("gpu_row").filter(
+        pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation").is_not_null()
+    )
+    gpu = gpu.select(
+        pl.col("gpu_row").cast(pl.Int64),
+        "pid",
+        "device",
+        "stream",
+        "correlation",
+        "start_ns",
+        "dur_ns",
+        "bytes",
+        "copy_kind",
+        "src_mem",
+        "dst_mem",
+        "kind",
+        pl.col("name").alias("gpu_name"),
+    ).sort("pid", "device", "stream", "start_ns")
+    prev = (
+        (pl.col("start_ns") + pl.col("dur_ns")).cum_max().shift(1).over("pid", "device", "stream")
+    )
+    return gpu.with_columns(prev.alias("stream_free_ns")).rename(
+        {"start_ns": "gpu_start", "dur_ns": "gpu_dur", "kind": "gpu_kind"}
+    )
+
+
+def _extend_copies(ev: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
+    """Copy calls last until the cpu_op that issued them returns (Kineto ``External id``).
+
+    An interposer that blocks or pads *around* the runtime call (an LD_PRELOAD emulator) leaves
+    the traced call short and the wait in the op that issued it; the copy is over when that op is.
+    """
+    copies = api.filter((pl.col("cls") == "copy") & pl.col("external_id").is_not_null())
+    if copies.height == 0:
+        return api
+    keys = copies.select("pid", "external_id").unique()
+    ops = ev.filter((pl.col("kind") == "cpu_op") & pl.col("external_id").is_not_null())
+    ops = ops.join(keys, on=["pid", "external_id"], how="semi")
+    if ops.height == 0:
+        return api
+    op_end = ops.group_by("pid", "external_id").agg(
+        (pl.col("start_ns") + pl.col("dur_ns")).min().alias("_op_end")
+    )
+    api = api.join(op_end, on=["pid", "external_id"], how="left")
+    ext = pl.max_horizontal(pl.col("dur_ns"), pl.col("_op_end") - pl.col("start_ns"))
+    return api.with_columns(
+        pl.when((pl.col("cls") == "copy") & pl.col("_op_end").is_not_null())
+        .then(ext)
+        .otherwise(pl.col("dur_ns"))
+        .alias("dur_ns")
+    ).drop("_op_end")
+
+
+def host_calls(
+    ev: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame, whole_program: bool = False
+) -> pl.DataFrame:
+    """Main-thread API calls in step windows, one row each, with their ledger contribution.
+
+    Columns: ev_row (the call's row in ``ev``), rank, step, w_start, w_end, name, cls, start_ns, end_ns, eff_ns, gap_ns, the GPU
+    row it launched (gpu_start, gpu_dur, gpu_name, bytes, copy_kind, stream, stream_free_ns),
+    and per-category ns (``c_<category>``) for the call and the gap before it. In a
+    whole-program trace the process's first CUDA runtime call is ``setup`` whatever its name: the
+    runtime creates the context lazily inside it.
+    """
+    api = ev.with_row_index("ev_row").filter(pl.col("kind").is_in(API_KINDS))
+    api = api.join(threads, on=["rank", "pid", "tid"])
+    api = api.select(
+        "ev_row", "rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id"
+    ).with_columns(api_class().alias("cls"))
+    # state queries (cuKernelGetName before each launch in nsys, cudaStreamIsCapturing) are host
+    # code, not ledger boundaries: a toll paid before them still lies in the gap before the launch
+    api = api.filter(~base_name().is_in(list(apis.QUERY_APIS)))
+    if (
+        whole_program
+    ):  # the first runtime call (driver probes such as cuModuleGetLoadingMode precede it)
+        rt_start = pl.when(pl.col("kind") == "runtime").then(pl.col("start_ns"))
+        first = pl.col("start_ns") == rt_start.min().over("rank", "pid")
+        api = api.with_columns(
+            pl.when(first).then(pl.lit("setup")).otherwise(pl.col("cls")).alias("cls")
+        )
+    api = _extend_copies(ev, api.with_columns(pl.col("dur_ns").alias("raw_dur_ns")))
+    rows = _with_coverage(assign_window(api, windows))
+    gpu = _stream_free(ev).unique(["pid", "correlation"], keep="first")
+    rows = rows.join(gpu, on=["pid", "correlation"], how="left")
+    # an async device-to-device copy is a command submission like a memset (CC neither stages
+    # nor encrypts it): ledger class launch, not copy
+    device_copy = (
+        (pl.col("cls") == "copy")
+        & base_name().str.ends_with("Async")
+        & (pl.col("gpu_kind") == "memcpy")
+        & ~is_host_copy().fill_null(True)
+    )
+    rows = rows.with_columns(
+        pl.when(device_copy).then(pl.lit("launch")).otherwise(pl.col("cls")).alias("cls")
+    )
+    gpu_end = pl.col("gpu_start") + pl.col("gpu_dur")
+    is_copy = pl.col("cls") == "copy"
+    blocking = is_copy & pl.col("gpu_start").is_not_null() & (pl.col("end_ns") >= gpu_end)
+    ready = pl.min_horizontal(pl.col("stream_free_ns").fill_null(0), "gpu_start")
+    wait_end = pl.min_horizontal(pl.max_horizontal(ready, "eff_start"), "end_ns")
+    rows = rows.with_columns(
+        blocking.alias("blocking"),
+        pl.when(blocking).then(wait_end - pl.col("eff_start")).otherwise(0).alias("_wait"),
+    )
+    cat = {
+        "launch_api": pl.col("cls") == "launch",
+        "sync_api": pl.col("cls") == "sync",
+        "setup_api": pl.col("cls") == "setup",
+        "other_api": pl.col("cls") == "other",
+    }
+    cols = [pl.when(c).then(pl.col("eff_ns")).otherwise(0).alias(f"c_{k}") for k, c in cat.items()]
+    cols += [
+        pl.when(is_copy & ~blocking).then(pl.col("eff_ns")).otherwise(0).alias("c_copy_issue"),
+        pl.when(blocking).then(pl.col("_wait")).otherwise(0).alias("c_copy_wait"),
+        pl.when(blocking)
+        .then(pl.col("eff_ns") - pl.col("_wait"))
+        .otherwise(0)
+        .alias("c_copy_self"),
+        pl.when(is_copy).then(pl.col("eff_ns") - pl.col("_wait")).otherwise(0).alias("c_copy_api"),
+        pl.when(pl.col("cls") == "launch")
+        .then(pl.col("gap_ns"))
+        .otherwise(0)
+        .alias("c_gap_launch"),
+        pl.when(pl.col("cls") != "launch").then(pl.col("gap_ns")).otherwise(0).alias("c_gap_other"),
+    ]
+    return rows.with_columns(cols).drop("_wait")
+
+
+def op_calls(
+    ev: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame, launching_ops: pl.Series
+) -> pl.DataFrame:
+    """Host-only ledger rows: top-level cpu_ops on the main thread (see :data:`OP_CATEGORIES`).
+
+    ``launching_ops`` names the ops that launched kernels in the baseline.
+    """
+    ops = ev.filter(pl.col("kind") == "cpu_op").join(threads, on=["rank", "pid", "tid"])
+    ops = ops.select("rank", "pid", "name", "start_ns", "dur_ns", "non_blocking", "external_id")
+    rows = _with_coverage(assign_window(ops, windows))
+    copy = pl.col("name").is_in(COPY_OPS)
+    cls = (
+        pl.when(copy & pl.col("non_blocking").fill_null(False))
+        .then(pl.lit("op_copy_async"))
+        .when(copy)
+        .then(pl.lit("op_copy"))
+        .when(pl.col("name").is_in(SYNC_OPS))
+        .then(pl.lit("op_sync"))
+        .when(pl.col("name").is_in(launching_ops.implode()))
+        .then(pl.lit("op_launch"))
+        .otherwise(pl.lit("op_other"))
+    )
+    rows = rows.with_columns(cls.alias("cls"))
+    cols = [
+        pl.when(pl.col("cls") == c).then(pl.col("eff_ns")).otherwise(0).alias(f"c_{c}")
+        for c in ("op_launch", "op_copy_async", "op_copy", "op_sync", "op_other")
+    ]
+    top = pl.col("eff_ns") > 0
+    cols += [
+        pl.when(pl.col("cls") == "op_launch")
+        .then(pl.col("gap_ns"))
+        .otherwise(0)
+        .alias("c_gap_launch"),
+        pl.when(pl.col("cls") != "op_launch")
+        .then(pl.col("gap_ns"))
+        .otherwise(0)
+        .alias("c_gap_other"),
+        top.alias("top_level"),
+    ]
+    return rows.with_columns(cols)
+
+
+def launching_op_names(ev: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:
+    """Names of top-level cpu_ops that issued at least 0.5 launches per call (baseline)."""
+    ops = op_calls(ev, windows, threads, pl.Series([], dtype=pl.String))
+    top = ops.filter(pl.col("top_level")).select(
+        "rank", "name", "eff_start", (pl.col("eff_start") + pl.col("eff_ns")).alias("op_end")
+    )
+    api = ev.filter(pl.col("kind").is_in(API_KINDS)).join(threads, on=["rank", "pid", "tid"])
+    launches = (
+        api.filter(base_name().str.contains(LAUNCH_RE)).select("rank", "start_ns").sort("start_ns")
+    )
+    hit = launches.join_asof(
+        top.sort("eff_start"),
+        left_on="start_ns",
+        right_on="eff_start",
+        by="rank",
+        check_sortedness=False,
+    ).filter(pl.col("start_ns") < pl.col("op_end"))
+    per_op = hit.group_by("name").len("launches").join(top.group_by("name").len("calls"), on="name")
+    return per_op.filter(pl.col("launches") >= 0.5 * pl.col("calls"))["name"]
+
+
+def host_intervals(calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The step windows tiled by labelled host intervals: rank, step, cat, a, b (ns).
+
+    Each call gives its gap (before it) and its own interval; the tail after the last call is
+    ``gap_other``; a step without calls is one ``gap_other`` interval.
+    """
+    cat_call = pl.col("cls").replace_strict(
+        {
+            "launch": "launch_api",
+            "copy": "copy_api",
+            "sync": "sync_api",
+            "setup": "setup_api",
+            "other": "other_api",
+            "op_launch": "op_launch",
+            "op_copy_async": "op_copy_async",
+            "op_copy": "op_copy",
+            "op_sync": "op_sync",
+            "op_other": "op_other",
+        },
+        default="other_api",
+        return_dtype=pl.String,
+    )
+    gap_cat = (
+        pl.when(pl.col("cls").is_in(["launch", "op_launch"]))
+        .then(pl.lit("gap_launch"))
+        .otherwise(pl.lit("gap_other"))
+    )
+    keep = ["rank", "step", "cat", "a", "b"]
+    gaps = calls.select(
+        "rank",
+        "step",
+        gap_cat.alias("cat"),
+        pl.col("prev_end").alias("a"),
+        pl.col("start_ns").alias("b"),
+    )
+    own = calls.select(
+        "rank",
+        "step",
+        cat_call.alias("cat"),
+        pl.col("eff_start").alias("a"),
+        pl.col("end_ns").alias("b"),
+    )
+    last = calls.group_by("rank", "step").agg(pl.col("end_ns").max().alias("_last"))
+    w = windows.select("rank", "step", "start_ns", "end_ns").join(
+        last, on=["rank", "step"], how="left"
+    )
+    tail = w.select(
+        "rank",
+        "step",
+        pl.lit("gap_other").alias("cat"),
+        pl.max_horizontal(pl.col("_last").fill_null(pl.col("start_ns")), "start_ns").alias("a"),
+        pl.col("end_ns").alias("b"),
+    )
+    out = pl.concat([gaps.select(keep), own.select(keep), tail.select(keep)])
+    return out.filter(pl.col("b") > pl.col("a"))

@@ -1,0 +1,53 @@
+"""A mechanism's counterfactual: its measured costs, as amounts to take out of a trace's rows.
+
+Rules build a :class:`Removal` from matched deltas (``ccdiag.ledger.align``); the replay
+(``ccdiag.replay.Replayer``) applies it; the engine's Shapley attribution sums removals of subsets
+of mechanisms (``ccdiag.shapley``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+#: Frame schema of :attr:`Removal.calls` (ns columns, all >= 0).
+REMOVAL_CALLS = {
+    "ev_row": pl.Int64, "dur_ns": pl.Int64, "gap_ns": pl.Int64, "eps_ns": pl.Int64,
+    "unblock": pl.Boolean,
+}  # fmt: skip
+#: Frame schema of :attr:`Removal.gpu`.
+REMOVAL_GPU = {"ev_row": pl.Int64, "dur_ns": pl.Int64}
+
+
+@dataclass(frozen=True)
+class Removal:
+    """Measured costs taken out of a trace's rows (a mechanism's counterfactual: its costs gone).
+
+    Frames keyed by ``ev_row`` (the row in ``Trace.events``), each column in ns, all >= 0:
+
+    - ``calls``: ev_row, ``dur_ns`` (taken off the call's own time), ``gap_ns`` (off the host gap
+      before it), ``eps_ns`` (off the time a blocking call lasts after the GPU work it waited for
+      ended), ``unblock`` (the call no longer waits for its copy: an async copy made blocking);
+    - ``gpu``: ev_row, ``dur_ns`` (off a GPU row's duration).
+
+    Removals of several mechanisms add up (:meth:`plus`): their measured costs are disjoint parts
+    of the matched deltas.
+    """
+
+    calls: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REMOVAL_CALLS))
+    gpu: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REMOVAL_GPU))
+
+    def plus(self, other: Removal) -> Removal:
+        """Both removals at once (costs summed per row, unblock if either unblocks)."""
+        c = pl.concat([self.calls, other.calls]).group_by("ev_row").agg(
+            pl.col("dur_ns").sum(), pl.col("gap_ns").sum(), pl.col("eps_ns").sum(),
+            pl.col("unblock").any(),
+        )  # fmt: skip
+        g = pl.concat([self.gpu, other.gpu]).group_by("ev_row").agg(pl.col("dur_ns").sum())
+        return Removal(c.select(REMOVAL_CALLS.keys()), g.select(REMOVAL_GPU.keys()))
+
+    def paid_ns(self) -> float:
+        """Total ns this removal takes out (host and GPU), before any replay."""
+        c = self.calls.select(pl.sum_horizontal("dur_ns", "gap_ns", "eps_ns").sum()).item()
+        return float(c or 0) + float(self.gpu["dur_ns"].sum() or 0)

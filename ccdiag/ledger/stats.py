@@ -1,0 +1,110 @@
+"""Small statistics and per-step join helpers shared by the rules' evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ccdiag.ledger.vocab import num
+
+PCTS = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+
+
+def percentiles(s: pl.Series) -> dict[str, int]:
+    """p10 … p99 of a duration series (ns), as ints; empty dict for an empty series."""
+    s = s.drop_nulls()
+    if s.len() == 0:
+        return {}
+    return {f"p{int(q * 100)}": int(num(s.quantile(q, "linear"))) for q in PCTS}
+
+
+def quantile_shift(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
+    """Shift of a distribution between runs, and how uniform it is.
+
+    A fixed per-event toll moves every quantile by the same amount; framework noise moves
+    the tail. ``shift_ns`` is the median of the p10/p25/p50 shifts; ``uniform`` says whether
+    those three agree within 35 % of the shift (or 1 µs).
+    """
+    b, t = base.drop_nulls(), treat.drop_nulls()
+    if b.len() == 0 or t.len() == 0:
+        return {"shift_ns": 0, "uniform": False, "shifts": {}}
+    qs = (0.1, 0.25, 0.5)
+    sh = [num(t.quantile(q, "linear")) - num(b.quantile(q, "linear")) for q in qs]
+    mid = float(np.median(sh))
+    spread = max(sh) - min(sh)
+    uniform = mid > 0 and spread <= max(0.35 * abs(mid), 1000.0)
+    return {
+        "shift_ns": int(mid),
+        "uniform": bool(uniform),
+        "shifts": {f"p{int(q * 100)}": int(v) for q, v in zip(qs, sh)},
+    }
+
+
+def bootstrap_median_ci(x: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[int, int]:
+    """95 % bootstrap CI of the median of ``x`` (vectorized resampling)."""
+    if x.size == 0:
+        return (0, 0)
+    if x.size == 1:
+        return (int(x[0]), int(x[0]))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(n_boot, x.size))
+    med = np.median(x[idx], axis=1)
+    return (int(np.percentile(med, 2.5)), int(np.percentile(med, 97.5)))
+
+
+def aligned_delta(
+    aligned: pl.DataFrame, b: pl.DataFrame, t: pl.DataFrame, cols: list[str]
+) -> pl.DataFrame:
+    """Join per-step frames of both runs on the aligned index: b_<c>, t_<c>, d_<c> (nulls -> 0)."""
+    a = aligned.select("rank", "idx", "b_step", "t_step")
+    out = a
+    for side, df in (("b", b), ("t", t)):
+        have = [c for c in cols if c in df.columns]
+        sel = df.select(
+            "rank",
+            pl.col("step").alias(f"{side}_step"),
+            *[pl.col(c).alias(f"{side}_{c}") for c in have],
+        )
+        out = out.join(sel, on=["rank", f"{side}_step"], how="left")
+        out = out.with_columns(pl.lit(0).alias(f"{side}_{c}") for c in cols if c not in have)
+    out = out.fill_null(0)
+    return out.with_columns((pl.col(f"t_{c}") - pl.col(f"b_{c}")).alias(f"d_{c}") for c in cols)
+
+
+def per_step_median(df: pl.DataFrame, expr: pl.Expr) -> float:
+    """Median over steps of a per-step aggregate."""
+    if df.height == 0:
+        return 0.0
+    return num(df.group_by("rank", "step").agg(expr.alias("v"))["v"].median())
+
+
+def step_totals(aligned: pl.DataFrame, b: pl.DataFrame, t: pl.DataFrame, col: str) -> pl.DataFrame:
+    """Per aligned step: the total of ``col`` in both runs (b_, t_, d_) and the treatment's row
+    count ``n``."""
+
+    def per(df: pl.DataFrame) -> pl.DataFrame:
+        return df.group_by("rank", "step").agg(pl.col(col).sum(), pl.len().alias("n"))
+
+    return aligned_delta(aligned, per(b), per(t), [col, "n"]).rename({"t_n": "n"})
+
+
+def both(f: Any, b: Any, t: Any) -> dict[str, Any]:
+    """``{"baseline": f(b), "treatment": f(t)}``."""
+    return {"baseline": f(b), "treatment": f(t)}
+
+
+def top_list(df: pl.DataFrame, by: str, n_rows: int = 5, **cols: pl.Expr) -> list[dict[str, Any]]:
+    """Group by ``by``, aggregate ``cols``, sort by the first aggregate; first ``n_rows``."""
+    if df.height == 0:
+        return []
+    first = next(iter(cols))
+    g = df.group_by(by).agg(**cols).sort([first, by], descending=[True, False]).head(n_rows)
+    return [
+        {
+            k: (v[:120] if isinstance(v, str) else int(v) if isinstance(v, float) else v)
+            for k, v in r.items()
+        }
+        for r in g.iter_rows(named=True)
+    ]

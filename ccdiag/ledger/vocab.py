@@ -1,0 +1,196 @@
+"""The vocabulary of the pair's model: ledger categories, API call classes, GPU classes.
+
+Pure polars expressions on event-schema columns (``ccdiag.schema.EventSchema``).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ccdiag import apis
+
+#: Host categories: the main thread's *exposed* time (outside GPU-critical windows) per kind.
+HOST_CATEGORIES: tuple[str, ...] = (
+    "launch_api",  # kernel / graph / memset submissions
+    "gap_launch",  # host time outside any API call, right before a launch
+    "copy_api",  # copy calls (issue cost; blocking calls: what is not covered by GPU work)
+    "sync_api",  # synchronize calls while the GPU had nothing left to do (call overhead)
+    "setup_api",  # allocation, context / module / stream creation
+    "other_api",  # any other API call
+    "gap_other",  # other host time outside API calls (framework, Python, data loading)
+)
+
+
+#: GPU-critical categories: windows where the host waited on GPU work, split by GPU class.
+GPU_CATEGORIES: tuple[str, ...] = (
+    "gpu_kernel",  # compute kernels
+    "gpu_collective",  # NCCL / collective kernels
+    "gpu_copy",  # host-crossing copies
+    "gpu_other",  # device-to-device copies, memsets
+    "gpu_uvm",  # unified-memory migrations
+    "gpu_idle",  # gaps inside a window (launch latency, cross-stream waits)
+)
+
+
+#: Host-only (CC mode ``on``) categories: top-level cpu_ops instead of API calls; no GPU.
+OP_CATEGORIES: tuple[str, ...] = (
+    "op_launch",  # ops that launched kernels in the baseline
+    "gap_launch",
+    "op_copy_async",  # copy ops with non_blocking=True
+    "op_copy",  # other copy ops
+    "op_sync",  # readbacks / synchronizing ops (aten::item, _local_scalar_dense, ...)
+    "op_other",
+    "gap_other",
+)
+
+
+#: Call classes of :func:`api_class` (host-only ledgers: the op classes of OP_CATEGORIES).
+CALL_CLASSES: tuple[str, ...] = (
+    "launch", "copy", "sync", "setup", "other",
+    "op_launch", "op_copy_async", "op_copy", "op_sync", "op_other",
+)  # fmt: skip
+#: GPU classes of :func:`gpu_busy`.
+GPU_CLASSES: tuple[str, ...] = ("kernel", "collective", "copy", "uvm")
+
+
+#: Two GPU rows closer than this belong to one busy run (launch latency between queued kernels).
+RUN_GAP_NS = 5_000
+
+
+LAUNCH_RE = r"^cu(da)?(Launch|GraphLaunch|Memset)"
+
+
+COPY_RE = r"^cu(da)?Memcpy"
+
+
+SYNC_RE = r"^cu(da)?(Stream|Device|Event|Ctx)Synchronize"
+
+
+SETUP_RE = (
+    r"^cu(da)?(Malloc$|MallocHost|MallocManaged|MallocPitch|Malloc3D|Free$|FreeHost|HostAlloc"
+    r"|HostRegister|HostUnregister|MemAlloc$|MemAllocHost|MemAllocManaged|MemFree$|MemFreeHost"
+    r"|MemHostAlloc|MemHostRegister|GetDeviceProperties|DeviceGetAttribute|SetDevice|Init$"
+    r"|CtxCreate|DevicePrimaryCtx|ModuleLoad|ModuleGetLoadingMode|LibraryLoad|ModuleUnload"
+    r"|StreamCreate|StreamDestroy|EventCreate|EventDestroy|DeviceReset|GetDeviceCount"
+    r"|DriverGetVersion|RuntimeGetVersion|FuncGetAttributes|FuncSetAttribute|MemGetInfo"
+    r"|DeviceSetLimit|GraphInstantiate|GraphCreate|GraphDestroy|GraphExecDestroy"
+    r"|StreamBeginCapture|StreamEndCapture)"
+)
+
+
+COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone")
+
+
+SYNC_OPS = (
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::equal",
+    "aten::is_nonzero",
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+)
+
+
+API_KINDS = ("runtime", "driver")
+
+
+GPU_KINDS = ("kernel", "collective", "memcpy", "memset", "uvm_fault")
+
+
+def num(x: object, default: float = 0.0) -> float:
+    """A polars scalar (a series' mean, median or quantile: a number or None) as a float."""
+    if isinstance(x, (int, float)):
+        return float(x)
+    return default
+
+
+def base_name() -> pl.Expr:
+    """API name without nsys version suffixes (``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``)."""
+    return apis.base_name(pl.col("name"))
+
+
+def api_class() -> pl.Expr:
+    """launch | copy | sync | setup | other, from the API name (sets in ``ccdiag.apis``)."""
+    n = base_name()
+    return (
+        pl.when(n.is_in(list(apis.LAUNCH_APIS | apis.MEMSET_APIS)) | n.str.contains(LAUNCH_RE))
+        .then(pl.lit("launch"))
+        .when(n.is_in(list(apis.MEMCPY_APIS)) | n.str.contains(COPY_RE))
+        .then(pl.lit("copy"))
+        .when(n.is_in(list(apis.SYNC_APIS)) | n.str.contains(SYNC_RE))
+        .then(pl.lit("sync"))
+        .when(n.str.contains(SETUP_RE))
+        .then(pl.lit("setup"))
+        .otherwise(pl.lit("other"))
+    )
+
+
+def is_kernel_launch() -> pl.Expr:
+    """True for kernel and graph launches (memset submissions excluded)."""
+    return base_name().is_in(list(apis.LAUNCH_APIS)) | base_name().str.contains(
+        r"^cu(da)?(Launch|GraphLaunch)"
+    )
+
+
+def is_graph_launch() -> pl.Expr:
+    """True for CUDA graph launches."""
+    return base_name().str.contains("GraphLaunch")
+
+
+def gpu_class() -> pl.Expr:
+    """kernel | collective | copy | uvm for GPU rows."""
+    k, n = pl.col("kind"), pl.col("name")
+    return (
+        pl.when((k == "uvm_fault") | ((k == "memcpy") & n.str.contains("(?i)unified")))
+        .then(pl.lit("uvm"))
+        .when((k == "collective") | ((k == "kernel") & n.str.contains("(?i)^(void )?nccl")))
+        .then(pl.lit("collective"))
+        .when(k.is_in(["memcpy", "memset"]))
+        .then(pl.lit("copy"))
+        .otherwise(pl.lit("kernel"))
+    )
+
+
+def is_host_copy() -> pl.Expr:
+    """A copy that crosses the host boundary (decided from memory kinds, not the label)."""
+    host = ["pageable", "pinned", "managed"]
+    return (
+        pl.col("copy_kind").cast(pl.String).is_in(["HtoD", "DtoH", "HtoH"])
+        | pl.col("src_mem").cast(pl.String).is_in(host)
+        | pl.col("dst_mem").cast(pl.String).is_in(host)
+    )
+
+
+#: Launch paths of :func:`launch_path`: how a command reached the GPU. A toll may be paid on some
+#: paths and not others (an interposer that hooks the runtime's exported entry points misses the
+#: launches a library makes through its own statically linked runtime), so tolls are measured
+#: per path.
+LAUNCH_PATHS: tuple[str, ...] = ("runtime", "driver", "graph", "library", "memset_copy")
+#: Kernels a math library launches itself (cuBLAS, cuBLASLt, CUTLASS, cuDNN GEMM/conv kernels).
+LIBRARY_KERNEL_RE = r"(?i)(gemm|cublas|cutlass|xmma|nvjet|splitk|cudnn|sm\d+_\w*(mma|conv))"
+
+
+def launch_path() -> pl.Expr:
+    """runtime | driver | graph | library | memset_copy for launch calls (null otherwise).
+
+    Needs ``name``, ``cls`` and ``gpu_name`` (the kernel the call launched, from
+    :func:`ccdiag.ledger.host.host_calls`). A launch of a library kernel is ``library`` whatever
+    entry point it went through: cuBLAS issues its launches from inside a top-level op, not from
+    the framework's own runtime calls.
+    """
+    n = base_name()
+    kernel = pl.col("gpu_name").fill_null("")
+    return (
+        pl.when(pl.col("cls") != "launch")
+        .then(pl.lit(None, dtype=pl.String))
+        .when(n.str.contains("GraphLaunch"))
+        .then(pl.lit("graph"))
+        .when(n.str.contains(r"Memset|Memcpy"))
+        .then(pl.lit("memset_copy"))
+        .when(kernel.str.contains(LIBRARY_KERNEL_RE))
+        .then(pl.lit("library"))
+        .when(n.str.starts_with("cu") & ~n.str.starts_with("cuda"))
+        .then(pl.lit("driver"))
+        .otherwise(pl.lit("runtime"))
+    )

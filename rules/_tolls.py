@@ -1,0 +1,222 @@
+"""Helpers of the launch-toll rule (LA01): per-launch-path tolls read off matched calls.
+
+For each launch path (``ccdiag.ledger.vocab.LAUNCH_PATHS``) the paid toll per call is
+
+- **inside the call**: a robust fit ``Δdur = add + slope × baseline dur`` over the path's matched
+  launch calls (real CC: the driver's encrypted submission lengthens the call; on H100 + TDX the
+  calls scale, ×2.5, so the fit's slope carries it, not its constant);
+- **beside the call**: the gap model's ``before + after`` for the path (an LD_PRELOAD emulator
+  that spins before or after the runtime call), :class:`ccdiag.ledger.align.GapModel`.
+
+No fit of unmatched distributions decides whether a toll exists: a mixture of tolled and untolled
+paths is measured per path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ccdiag.ledger import stats
+from ccdiag.ledger import vocab as vc
+from ccdiag.ledger.align import GapModel
+from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
+
+
+@dataclass(frozen=True)
+class PathToll:
+    """The toll measured on one launch path, per call (ns)."""
+
+    path: str
+    matched: int  # matched launch calls of the path
+    per_step: float  # treatment launches of the path per step
+    add_ns: float  # quantile fit of the matched durations: t = add + scale × b
+    scale: float
+    in_call_ns: float  # mean paid inside the call
+    gap_ns: float  # paid in the host gaps beside the call
+    z: float  # the larger z of its parts (each part is kept only at min_z or more)
+    scaled_share: float  # share of the in-call cost that scales with the call's duration
+    mean_t_ns: float  # mean treatment duration of the path's matched calls
+
+    @property
+    def paid_ns(self) -> float:
+        return self.in_call_ns + self.gap_ns
+
+    def row(self) -> dict[str, object]:
+        return {
+            "path": self.path, "matched_calls": self.matched,
+            "launches_per_step": round(self.per_step, 1), "paid_per_call_ns": int(self.paid_ns),
+            "in_call_ns": int(self.in_call_ns), "gap_ns": int(self.gap_ns),
+            "quantile_fit": {"additive_ns": int(self.add_ns), "scale": round(self.scale, 3)},
+            "scaled_share": round(self.scaled_share, 2),
+            "z": round(self.z, 1) if np.isfinite(self.z) else None,
+        }  # fmt: skip
+
+
+def _in_call(mp: pl.DataFrame) -> tuple[float, float, float, float]:
+    """Paid inside the call per matched call, its (robust) standard error, and the quantile fit
+    ``t = add + scale × b`` of the path's matched durations (p10..p90) it is read from:
+    ``add + (scale − 1) × mean b``. Quantiles see the shape (additive, scaled — a bimodal
+    distribution whose two modes both scale —, or both) and ignore a few outliers (a launch that
+    waited on a lock); regression to the mean does not bias them."""
+    d = mp["d_dur"].to_numpy().astype(float)
+    mad = float(np.median(np.abs(d - np.median(d)))) * 1.4826
+    se = mad / np.sqrt(d.size) if d.size > 1 else np.inf
+    qs = np.linspace(0.1, 0.9, 9)
+    b = mp["b_dur"].to_numpy()
+    qb, qt = np.quantile(b, qs), np.quantile(mp["t_dur"].to_numpy(), qs)
+    scale, add = np.polyfit(qb, qt, 1) if np.ptp(qb) > 0 else (1.0, float(np.median(qt - qb)))
+    return float(add + (scale - 1.0) * trimmed_mean(b)), float(se), float(add), float(scale)
+
+
+def trimmed_mean(x: np.ndarray) -> float:
+    """Mean of the p10..p90 range (the range the quantile fit sees: the first launch of a
+    process, which loads modules, stays out)."""
+    if x.size == 0:
+        return 0.0
+    lo, hi = np.quantile(x, [0.1, 0.9])
+    kept = x[(x >= lo) & (x <= hi)]
+    return float(kept.mean()) if kept.size else float(np.median(x))
+
+
+#: Matched calls a launch path needs to serve as the control of in-call growth.
+CONTROL_CALLS = 50
+
+
+def _path_gap(mp: pl.DataFrame, gaps: GapModel) -> tuple[float, float]:
+    """A path's gap growth per call: its calls' keys' constants (before + after), weighted by
+    the calls, and the variance of that mean."""
+    n = mp.select(gaps.key("key").alias("k")).group_by("k").len()
+    tot = float(n["len"].sum()) or 1.0
+    mean = sum(gaps.per_call(k) * c for k, c in n.iter_rows()) / tot
+    var = sum(gaps.var.get(k, np.inf) * c * c for k, c in n.iter_rows()) / tot**2
+    return float(mean), float(var)
+
+
+def _z(x: float, var: float) -> float:
+    return x / np.sqrt(var) if var > 0 else (np.inf if x > 0 else 0.0)
+
+
+def path_tolls(
+    matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame, min_z: float
+) -> list[PathToll]:
+    """The toll of every launch path with matched calls (parts below ``min_z`` count 0).
+
+    In-call growth that scales with the call on every path (host code inside the runtime that
+    got slower: the least-scaled path's scale, when at least two paths have
+    :data:`CONTROL_CALLS` matched calls) is not a toll and is taken off each path's."""
+    steps = max(seq_t.select("rank", "idx").unique().height, 1)
+    launches = matched.filter(pl.col("cls") == "launch")
+    fits = {}
+    for path in sorted(launches["path"].drop_nulls().unique().to_list()):
+        mp = launches.filter(pl.col("path") == path)
+        if mp.height >= 3:
+            fits[path] = (mp, *_in_call(mp), trimmed_mean(mp["b_dur"].to_numpy()))
+    # the scaled part of each path's in-call growth (quantile fit): a common one is slower
+    # host code; an additive one on every path is a toll on every path
+    rates = [max(f[4] - 1.0, 0.0) for f in fits.values() if f[0].height >= CONTROL_CALLS]
+    common = max(min(rates), 0.0) if len(rates) >= 2 else 0.0
+    out = []
+    for path, (mp, in_call, se, add, scale, mean_b) in fits.items():
+        in_call -= common * mean_b
+        # each part counts when it stands out of its own noise (a whole-program trace's gaps
+        # hold the app's own host code and are too noisy to say anything, its calls are not)
+        gap, var_gap = _path_gap(mp, gaps)
+        in_call = in_call if _z(in_call, se**2) >= min_z else 0.0
+        gap = gap if _z(gap, var_gap) >= min_z else 0.0
+        z = max(_z(in_call, se**2), _z(gap, var_gap)) if in_call or gap else 0.0
+        n_t = seq_t.filter(pl.col("path") == path).height
+        grown = (scale - 1.0 - common) * mean_b
+        share = float(np.clip(grown / in_call, 0.0, 1.0)) if in_call > 0 else 0.0
+        out.append(
+            PathToll(
+                path,
+                mp.height,
+                n_t / steps,
+                add,
+                scale,
+                in_call,
+                gap,
+                float(z),
+                share,
+                float(mp["t_dur"].mean() or 0.0),
+            )  # fmt: skip
+        )
+    return out
+
+
+def toll_removal(
+    seq_t: pl.DataFrame, tolls: list[PathToll], gaps: GapModel
+) -> tuple[Removal, pl.DataFrame]:
+    """The treatment without the tolls of ``tolls`` (fired paths), and the paid ns per step.
+
+    In the call: the path's mean paid cost, its scaled share spread in proportion to each call's
+    duration; in the gaps: the path's ``before`` (gap before the call) and ``after``
+    (gap before the next call). Each clipped to what the treatment's call or gap holds.
+    Returns the removal and rank, idx, in_call, gap (ns per step).
+    """
+    fired = {t.path: t for t in tolls}
+    keep = [k for k in gaps.before if k.split(":")[0] in fired]
+    before = {k: gaps.before[k] for k in keep if fired[k.split(":")[0]].gap_ns}
+    after = {k: gaps.after[k] for k in keep if fired[k.split(":")[0]].gap_ns}
+
+    def lookup(col: str, table: dict[str, float]) -> pl.Expr:
+        return pl.col(col).replace_strict(table, default=0.0, return_dtype=pl.Float64)
+
+    # per call: the path's mean paid in-call cost, its scaled share in proportion to the call's
+    # own duration (a ×2.5 call pays in proportion), the rest as a constant
+    mean = lookup("path", {p: t.in_call_ns for p, t in fired.items()})
+    f = lookup("path", {p: t.scaled_share for p, t in fired.items()})
+    mean_t = lookup("path", {p: max(t.mean_t_ns, 1.0) for p, t in fired.items()}).clip(1.0)
+    on_path = pl.col("path").is_in(list(fired)).fill_null(False)
+    # at most 3x the path's mean: a call that was long for another reason (module loading in the
+    # first launch) does not pay a toll in proportion to that
+    per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
+    in_call = pl.when(on_path).then(per).otherwise(0.0)
+    gap = lookup("_gk", before) + lookup("_gp", after)
+    r = seq_t.with_columns(gaps.key("key").alias("_gk"), gaps.key("prev_key").alias("_gp"))
+    r = r.with_columns(
+        in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),
+        gap.clip(0, pl.col("gap")).round(0).cast(pl.Int64).alias("rm_gap"),
+    )
+    calls = r.filter((pl.col("rm_dur") > 0) | (pl.col("rm_gap") > 0)).select(
+        "ev_row", pl.col("rm_dur").alias("dur_ns"), pl.col("rm_gap").alias("gap_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
+    )  # fmt: skip
+    per = r.group_by("rank", "idx").agg(
+        pl.col("rm_dur").sum().alias("in_call"), pl.col("rm_gap").sum().alias("gap")
+    )
+    return Removal(calls=calls.cast(REMOVAL_CALLS)), per
+
+
+CALL = "inside the launch call"
+GAP = "in the host gaps beside the launch"
+
+
+def evidence(
+    lb: pl.DataFrame, lt: pl.DataFrame, tolls: list[PathToll], fired: list[PathToll], gaps: GapModel
+) -> tuple[dict[str, Any], int, int]:
+    """LA01's evidence, launches per step and graph launches per step."""
+    kl = vc.is_kernel_launch()  # kernel and graph launches (not memsets, device copies)
+    n = int(stats.per_step_median(lt, kl.sum()))
+    graphs = int(stats.per_step_median(lt, vc.is_graph_launch().sum()))
+    where = [CALL] if any(t.in_call_ns > t.gap_ns for t in fired) else []
+    where += [GAP] if any(t.gap_ns >= t.in_call_ns for t in fired) else []
+    ev = {
+        "launches_per_step": stats.both(lambda d: int(stats.per_step_median(d, pl.len())), lb, lt),
+        "graph_launches_per_step": graphs,
+        "per_launch_call_ns": stats.both(lambda d: stats.percentiles(d.filter(kl)["eff_ns"]), lb, lt),
+        "pre_launch_gap_ns": stats.both(lambda d: stats.percentiles(d.filter(kl)["gap_ns"]), lb, lt),
+        "paths": [t.row() for t in tolls],
+        "tolled_paths": [t.path for t in fired],
+        "toll_per_call_ns": [{"api": t.path, "where": "all", "toll_ns": int(t.paid_ns)} for t in fired],
+        "host_gap_growth": {"per_ns_of_gap": round(gaps.h, 4), "gaps_fitted": gaps.n},
+        "toll_location": " + ".join(where),
+        "top_kernels": stats.top_list(lt.filter(pl.col("gpu_name").is_not_null()), "gpu_name",
+                                      launches=pl.len(), median_call_ns=pl.col("eff_ns").median()),
+        "published": "B200 3.45 -> 15.7 us per launch; H100 (ISPASS) 4.9 -> 10.0 us median",
+    }  # fmt: skip
+    return ev, n, graphs
