@@ -415,6 +415,32 @@ def _replay_pass(pair: Pair, fired: list[Finding], total: float) -> ShapleyResul
     return replay_attribution(pair, {m: rem[m] for m in top})  # type: ignore[misc]
 
 
+def _overshoot(
+    rp: ShapleyResult | None, means: dict[str, int], total: int, keep: np.ndarray
+) -> tuple[float, str | None]:
+    """The factor the replay's Shapley values are scaled by, and the note that says so.
+
+    The players' values add up to ``v(N)``, what removing all of them saves in the replay. When
+    that (with the ledger shares of the mechanisms outside the replay) exceeds the measured
+    delta, the removals took out more than the treatment added (the replay without them is
+    faster than the baseline): the split between the mechanisms is the replay's, its size the
+    measured delta's, and the report says by how much the replay overshot. Below the delta the
+    values stand and the rest is unattributed."""
+    if rp is None or total <= 0 or not keep.any():
+        return 1.0, None
+    phi = sum(float(v[keep].mean()) for v in rp.phi.values())
+    outside = sum(v for m, v in means.items() if m not in rp.phi)
+    room = total - max(outside, 0)
+    if phi <= 0 or phi <= room:
+        return 1.0, None
+    f = max(room, 0) / phi
+    return f, (
+        f"replay: removing every fired mechanism saves {_fmt(phi)}/step, more than the measured "
+        f"delta leaves them ({_fmt(max(room, 0))}/step); their Shapley values are scaled by "
+        f"{f:.2f} to the measured delta (the split between them is the replay's)"
+    )
+
+
 def _paid(
     claimed_by: dict[tuple[str, str], np.ndarray], keep: np.ndarray, fired: list[Finding], n: int
 ) -> dict[str, int]:
@@ -503,10 +529,11 @@ def diagnose_pair(
     means = {m: int(round(v[keep].mean())) for m, v in per_mech.items() if m != UNATTRIBUTED}
     ledger_means = dict(means)
     rp = _replay_pass(pair, [f for _, f in fired], float(delta[keep].mean()) if n else 0.0)
+    overshoot = _overshoot(rp, means, total, keep)
     if rp is not None:
         for m, phi in rp.phi.items():
-            per_mech[m] = phi
-            means[m] = int(round(phi[keep].mean()))
+            per_mech[m] = phi * overshoot[0]
+            means[m] = int(round(per_mech[m][keep].mean()))
     unattr = total - sum(means.values())
     per_mech[UNATTRIBUTED] = delta - sum((v for k, v in per_mech.items() if k != UNATTRIBUTED), 0)
     paid = _paid(claimed_by, keep, [f for _, f in fired], n)
@@ -516,8 +543,9 @@ def diagnose_pair(
         fixes = rule.recommend(ctx, f, ns, total)
         by_replay = rp is not None and f.mechanism in rp.phi
         alone = int(round(rp.alone[f.mechanism][keep].mean())) if by_replay else None  # type: ignore[union-attr]
+        scaled = int(round((alone or 0) * overshoot[0]))  # parts add up to ns_per_step
         built = (
-            {"alone": alone or 0, "interactions": ns - (alone or 0)}
+            {"alone": scaled, "interactions": ns - scaled}
             if by_replay
             else {k: int(round(v[keep].mean())) for k, v in parts[f.mechanism].parts.items()}
         )
@@ -586,7 +614,8 @@ def diagnose_pair(
         ],
         recommendations=recs,
         warnings=warnings,
-        notes=[*pair.dropped, *pair.notes, *hidden, *_disagreements(atts, total)],
+        notes=[*pair.dropped, *pair.notes, *hidden, *_disagreements(atts, total)]
+        + ([overshoot[1]] if overshoot[1] else []),
         mode="host_only" if pair.mode == "host_only" else "gpu",
         whole_program=pair.whole_program,
         partition=Partition(
