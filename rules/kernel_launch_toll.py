@@ -12,6 +12,7 @@ from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt,
 
 from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
+from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
 
 
@@ -104,8 +105,8 @@ class KernelLaunchToll(Rule):
         ev, n, graphs = tl.evidence(lb, lt, tolls, fired, ctx.gap_fit)
         conf = "high" if n >= 20 and min(t.z for t in fired) >= 5 else "medium"
         paid = sum(t.paid_ns * t.per_step for t in fired)
-        summary = f"{n} launches/step, {paid / 1e3:.1f} us/step paid on " + ", ".join(
-            f"{t.path} ({t.paid_ns / 1e3:.1f} us x {t.per_step:.0f})" for t in fired
+        summary = f"{n} launches/step, {duration(paid)}/step paid on " + ", ".join(
+            f"{t.path} ({duration(t.paid_ns)} x {t.per_step:.0f})" for t in fired
         )
         return self.fired(cl, summary, ev, conf, removal=removal, launches=n, graphs=graphs)
 
