@@ -101,13 +101,21 @@ def _z(x: float, var: float) -> float:
 
 
 def path_tolls(
-    matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame, min_z: float
+    matched: pl.DataFrame,
+    gaps: GapModel,
+    seq_t: pl.DataFrame,
+    min_z: float,
+    host_ratio: float | None = None,
 ) -> list[PathToll]:
     """The toll of every launch path with matched calls (parts below ``min_z`` count 0).
 
-    In-call growth that scales with the call on every path (host code inside the runtime that
-    got slower: the least-scaled path's scale, when at least two paths have
-    :data:`CONTROL_CALLS` matched calls) is not a toll and is taken off each path's."""
+    In-call growth that scales with the call is a toll (real CC: H100 + TDX launch calls grew
+    x2.5 on every path) except for the part that host code outside CUDA grew by too:
+    ``host_ratio`` is the control (cpu_ops that make no CUDA call, treatment / baseline); up to
+    that ratio a call's growth is slower host code (the profiler's slow mode, a loaded host),
+    not a toll. Without a control (no cpu_ops) nothing is taken off: a scale on every path is
+    what real CC shows, and the smallest toll a rule calls one (``min_toll_ns``) keeps small
+    scalings out."""
     steps = max(seq_t.select("rank", "idx").unique().height, 1)
     launches = matched.filter(pl.col("cls") == "launch")
     fits = {}
@@ -115,10 +123,11 @@ def path_tolls(
         mp = launches.filter(pl.col("path") == path)
         if mp.height >= 3:
             fits[path] = (mp, *_in_call(mp), trimmed_mean(mp["b_dur"].to_numpy()))
-    # the scaled part of each path's in-call growth (quantile fit): a common one is slower
-    # host code; an additive one on every path is a toll on every path
+    # the scaled part of each path's in-call growth (quantile fit) up to the host-code
+    # control's ratio is slower host code, the rest a toll
     rates = [max(f[4] - 1.0, 0.0) for f in fits.values() if f[0].height >= CONTROL_CALLS]
-    common = max(min(rates), 0.0) if len(rates) >= 2 else 0.0
+    control = max((host_ratio or 1.0) - 1.0, 0.0)
+    common = min(min(rates), control) if rates else 0.0
     out = []
     for path, (mp, in_call, se, add, scale, mean_b) in fits.items():
         in_call -= common * mean_b

@@ -81,6 +81,7 @@ class KernelLaunchToll(Rule):
             "Smallest paid cost per launch (ns, on one path) called a toll; published CC tolls "
             "are 5 us (H100 + TDX) to 12 us (B200) per launch.",
         )
+        min_control_kinds: int = opt(3, "cpu_op kinds without CUDA calls the host control needs.")
         min_z: float = opt(
             4.0,
             "Smallest ratio of a part of a path's cost (in the call, in the gaps) to its standard error.",
@@ -95,7 +96,9 @@ class KernelLaunchToll(Rule):
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
         o = self.options
-        tolls = tl.path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t, o.min_z)
+        sd = ctx.slowdown  # the host-code control: cpu_ops that make no CUDA call
+        host = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
+        tolls = tl.path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t, o.min_z, host)
         fired = [t for t in tolls if t.paid_ns >= o.min_toll_ns]
         if not fired:
             rows = [t.row() for t in tolls]

@@ -1,0 +1,145 @@
+"""Regression tests for the six failure classes of issue 12, built from the project's own
+captures (``validation/``, TUNE pairs only: ``validation/SPLIT.md``) and real CC-off traces.
+
+Classes 4 (host-only / summary-only) and 6 (steps of real loops) have their own files
+(``tests/test_host_only_summaries.py``, ``tests/test_steps_loops.py``,
+``tests/test_validation_nostep.py``). Truths come from each pair's ``ground_truth.json``
+(single-session ablation and exact Shapley values); where the pair's own delta (10 shipped steps)
+differs from the truth's (all profiled steps of the session), the mechanism's *share* of the
+delta is compared with the truth's share, and the test says so.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ccdiag import api
+from ccdiag.replay import Injection, RowCosts, model_rows, replay
+from ccdiag.synthetic import write_kineto
+from ccdiag.verdict import Report
+
+ROOT = Path(__file__).resolve().parents[1]
+VAL = ROOT / "validation"
+
+
+@cache
+def _report(pair: str) -> Report:
+    d = VAL / pair
+    side = {s: next(p for p in d.iterdir() if p.name.startswith(f"{s}.") and "meta" not in p.name)
+            for s in ("baseline", "treatment")}  # fmt: skip
+    return api.diagnose(side["baseline"], side["treatment"])
+
+
+def _truth(pair: str) -> dict:
+    return json.loads((VAL / pair / "ground_truth.json").read_text())
+
+
+def _att(r: Report) -> dict[str, int]:
+    return {a.mechanism: a.ns_per_step for a in r.attribution}
+
+
+def _share(r: Report, m: str) -> float:
+    return _att(r).get(m, 0) / r.partition.total_ns_per_step
+
+
+# ---------------------------------------------------------------- class 1: toll, not host code
+
+
+def test_class1_a_launch_toll_on_some_paths_is_not_slower_host_code_kineto() -> None:
+    """hf_generate_llama (HF ``generate()``, eager, Kineto): 924 of 1,232 launches per step
+    tolled (cuBLAS's own launches not). The first version gave 50-62 % to host_slowdown."""
+    r, g = _report("hf_generate_llama"), _truth("hf_generate_llama")
+    truth = g["impact_ns_per_step"]["launch_toll"]["value"]
+    att = _att(r)
+    assert abs(att["launch_toll"] - truth) <= 0.15 * truth
+    assert abs(att.get("host_slowdown", 0)) < 0.03 * r.partition.total_ns_per_step
+    assert abs(r.unattributed_ns_per_step) <= 0.10 * r.partition.total_ns_per_step
+
+
+def test_class1_a_launch_toll_on_some_paths_is_not_slower_host_code_nsys() -> None:
+    """The same workload under Nsight Systems (SQLite): the toll sits in the gap before the
+    runtime launch, beside ``cuKernelGetName`` queries. Its truth (+20.1 ms, one range per
+    phase) is larger than the Kineto pair's; the shipped ranges' own delta is +16.9 ms, so the
+    toll's share of the delta is judged (the truth's: 100 %)."""
+    r = _report("hf_generate_llama_nsys")
+    assert _share(r, "launch_toll") >= 0.85
+    assert abs(_share(r, "host_slowdown")) < 0.03
+    assert abs(r.unattributed_share) <= 0.10
+
+
+# ---------------------------------------------------------------- class 2: scaled launch costs
+
+
+def _scaled_pair(tmp: Path) -> tuple[Path, Path, int]:
+    """A real CC-off trace (ccdiag's eager decode on an H200) and the same trace with every
+    runtime launch call 2.5x as long, inside the call, as real H100 + TDX data shows (bimodal
+    launch durations in both runs, both modes scaled). The truth is the replay's own delta."""
+    base = api.load_trace(ROOT / "sample_traces" / "decode_eager" / "baseline.json.gz")
+    calls, _ = model_rows(base)
+    launch = calls.filter((pl.col("cls") == "launch") & pl.col("name").str.starts_with("cuda"))
+    extra = np.zeros(base.events.height, dtype=np.int64)
+    extra[launch["_row"].to_numpy()] = (1.5 * launch["dur_ns"].to_numpy()).astype(np.int64)
+    plain = replay(base, Injection())
+    treat = replay(base, Injection(), costs=RowCosts(call_ns=extra))
+    b, t = write_kineto(plain, tmp / "baseline.json.gz"), write_kineto(treat, tmp / "treatment.json.gz")
+    delta = int(np.median(treat.steps["dur_ns"].to_numpy() - plain.steps["dur_ns"].to_numpy()))
+    return b, t, delta
+
+
+def test_class2_launch_calls_that_scale_are_a_toll(tmp_path: Path) -> None:
+    """The first version said "clean: no additive per-launch cost" on launch calls that grew
+    x2.5. The matched calls' quantile fit reads the scale; the toll is paid inside the call."""
+    b, t, delta = _scaled_pair(tmp_path)
+    r = api.diagnose(b, t)
+    la = next(a for a in r.attribution if a.mechanism == "launch_toll")
+    assert abs(la.ns_per_step - delta) <= 0.15 * delta
+    path = next(p for p in la.evidence["paths"] if p["path"] == "runtime")
+    assert path["quantile_fit"]["scale"] > 2.0 and path["in_call_ns"] > 0
+    assert abs(_share(r, "host_slowdown")) < 0.03
+
+
+# ---------------------------------------------------------------- class 3: interactions split
+
+
+def test_class3_a_blocking_copy_that_exposes_the_toll_is_split_not_left_over() -> None:
+    """tv_train_nostep (torchvision ResNet-18, pinned DataLoader, non_blocking H2D, no
+    ProfilerStep): under emulated CC the copies block and the launch toll and copy padding
+    interact. The first version left 58 % unattributed and gave copies 4 %. Judged against the
+    exact Shapley values of the session's subsets."""
+    r, g = _report("tv_train_nostep"), _truth("tv_train_nostep")
+    att = _att(r)
+    for m in ("serialized_copies", "blocked_non_blocking"):
+        truth = g["shapley_ns_per_step"][m]["value"]
+        assert abs(att[m] - truth) <= 0.15 * truth, m
+    assert abs(r.unattributed_share) <= 0.10
+
+
+# ---------------------------------------------------------------- class 5: the async readback
+
+
+def test_class5_an_async_readback_that_blocks_is_the_delta_and_a_drain_thread_recovers_it() -> None:
+    """serve_graph_async (CUDA-graph decode loop, tokens read back ``non_blocking`` on a side
+    stream while the next step runs): under CC the copy blocks the main thread. The first
+    version attributed 22 % and predicted 14 % recovered by a drain thread; measured without a
+    profiler the drain thread recovers all of it (validation/measured_stepTimes.json). The
+    shipped steps' delta (+0.76 ms) is below the session's (+0.98 ms): shares are judged."""
+    r, g = _report("serve_graph_async"), _truth("serve_graph_async")
+    truth_share = g["shapley_ns_per_step"]["blocked_non_blocking"]["value"] / g["delta_ns_per_step"]["value"]
+    assert abs(_share(r, "blocked_non_blocking") - truth_share) <= 0.15 * truth_share
+    assert abs(r.unattributed_share) <= 0.10
+    drain = [x for x in r.recommendations if x.fix == "drain_thread"]
+    assert drain and drain[0].share >= 0.8
+
+
+@pytest.mark.parametrize("pair", ["serve_graph_sync", "serve_graph_drain"])
+def test_class5_no_blocked_copy_where_the_readback_never_overlapped(pair: str) -> None:
+    """The synchronous and drain-worker readbacks: the copy's wait is no CC cost there (the
+    sync copy waited anyway; the drain thread waits off the main thread)."""
+    r = _report(pair)
+    assert abs(_share(r, "blocked_non_blocking")) < 0.03
