@@ -85,6 +85,14 @@ class Row:
     def in_ci(self) -> bool:
         return self.ci[0] <= self.attributed <= self.ci[1]
 
+    def share_within(self) -> bool:
+        """ccdiag's share of its delta within ±15 % (relative) of the truth's share of the
+        truth's delta: the split, independent of the shipped steps' own delta."""
+        if not self.delta or not self.truth_delta or not self.truth:
+            return False
+        ts = self.truth / self.truth_delta
+        return abs(self.attributed / self.delta - ts) <= TOL * abs(ts)
+
     def share_error(self) -> float | None:
         """ccdiag's share of its own delta minus the truth's share of the truth's delta."""
         if not self.delta or not self.truth_delta:
@@ -163,7 +171,7 @@ def render(results: list[PairResult], title: str) -> str:
         "share: ccdiag / truth | paid / injected |"
     )
     out.append("|---|---|---:|---:|---:|:-:|---:|---:|")
-    n = ok = unres = unres_in = 0
+    n = ok = ok_share = unres = unres_in = 0
     for p in results:
         if p.error:
             out.append(f"| `{p.name}` | — | error: {p.error} | | | | | |")
@@ -172,6 +180,7 @@ def render(results: list[PairResult], title: str) -> str:
             if r.resolved:
                 n += 1
                 ok += r.within()
+                ok_share += r.share_within()
                 mark = "yes" if r.within() else "no"
             else:
                 unres += 1
@@ -210,7 +219,9 @@ def render(results: list[PairResult], title: str) -> str:
         )
     out += [
         "",
-        f"**Score:** {ok} of {n} resolved mechanism truths within ±15 %; {unres} unresolved "
+        f"**Score:** {ok} of {n} resolved mechanism truths within ±15 % (absolute); "
+        f"{ok_share} of {n} with their share of the delta within ±15 % of the truth's share; "
+        f"{unres} unresolved "
         f"truths (CI includes 0), {unres_in} of them with ccdiag inside the CI; "
         f"not-injected mechanisms < 3 % of the delta in {oth} of {len(pairs)} pairs; "
         f"unattributed ≤ 10 % in {una} of {len(pairs)} pairs.",
