@@ -131,6 +131,8 @@ def make_nsys(src: Path, out: Path, size_mb: float) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, out)
     con = sqlite3.connect(out)
+    con.execute("PRAGMA synchronous = OFF")  # a scratch file: no fsync per round
+    con.execute("PRAGMA journal_mode = OFF")
     tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
     present = [t for t in _NSYS_TABLES if t in tables]
     cols = {t: [r[1] for r in con.execute(f"pragma table_info({t})")] for t in present}

@@ -294,7 +294,7 @@ def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
         method = (
             f"only {dn.size} step(s): no spread can be measured; the CI assumes the "
             f"{NOISE_ONE_STEP:.0%} run-to-run difference seen between two processes of the same "
-            "workload (DESIGN.md); repeat the runs for a real one"
+            "workload; repeat the runs for a real one"
         )
     med_b, med_t = int(np.median(bn)) if bn.size else 0, int(np.median(tn)) if tn.size else 0
     return StepTimes(

@@ -2,10 +2,14 @@
 
 One trace is one *set* of reports sharing a prefix: ``<prefix>_cuda_api_trace.csv`` (host API
 calls) and ``<prefix>_cuda_gpu_trace.csv`` (kernels, copies, memsets), plus, when present,
-``<prefix>_cuda_api_sum.csv`` and ``<prefix>_cuda_gpu_kern_sum.csv``, which are used only to
-cross-check the traces (a mismatch becomes a warning) and, when the GPU trace is missing, to keep
-the kernel totals in ``meta.extra``. Each may be gzip-compressed (``.csv.gz``); pre-2023 report
-names (``cudaapitrace``, ``gputrace``, ``cudaapisum``, ``gpukernsum``) are accepted too.
+``<prefix>_cuda_api_sum.csv``, ``<prefix>_cuda_gpu_kern_sum.csv`` and
+``<prefix>_cuda_gpu_mem_time_sum.csv``. The summaries are kept as data in ``Trace.summaries``
+(:class:`~ccdiag.schema.SummarySchema`: totals per name): a set without ``cuda_gpu_trace`` still
+tells the kernel time from ``cuda_gpu_kern_sum``, which the host-only rules use. They also
+cross-check the traces (a mismatch becomes a warning), and the kernel totals are kept in
+``meta.extra``. Each may be gzip-compressed (``.csv.gz``); pre-2023 report names
+(``cudaapitrace``, ``gputrace``, ``cudaapisum``, ``gpukernsum``, ``gpumemtimesum``) are accepted
+too.
 
 The path may be any report of the set (its siblings are found by prefix), the prefix itself,
 or a folder holding exactly one set.
@@ -51,7 +55,7 @@ from ccdiag.parsers.nsys_sqlite import assign_ranks, conform
 from ccdiag import apis, limits
 from ccdiag.errors import InputError
 from ccdiag.limits import Budget, open_regular
-from ccdiag.schema import Trace, TraceMeta, filter_events
+from ccdiag.schema import SummarySchema, Trace, TraceMeta, empty_summaries, filter_events
 
 #: Report kind -> the names ``nsys stats`` has used for it (current first).
 REPORTS: dict[str, tuple[str, ...]] = {
@@ -59,6 +63,7 @@ REPORTS: dict[str, tuple[str, ...]] = {
     "gpu_trace": ("cuda_gpu_trace", "gputrace"),
     "api_sum": ("cuda_api_sum", "cudaapisum"),
     "kern_sum": ("cuda_gpu_kern_sum", "gpukernsum"),
+    "mem_time_sum": ("cuda_gpu_mem_time_sum", "gpumemtimesum"),
 }
 _REPORT_RE = re.compile(
     r"^(?P<prefix>.+?)_(?P<report>"
@@ -430,23 +435,48 @@ def attach_pids(gpu: pl.DataFrame, api: pl.DataFrame | None) -> tuple[pl.DataFra
     return df.drop("pids", "device_pid"), warning
 
 
+def read_summary(kind: str, path: Path) -> pl.DataFrame:
+    """A ``*_sum`` report as :class:`~ccdiag.schema.SummarySchema` rows (rank 0).
+
+    ``api_sum`` rows are host API calls (names without ``_vNNNN``), ``kern_sum`` rows kernels
+    (NCCL kernels: ``collective``), ``mem_time_sum`` rows copies (``[CUDA memcpy ...]``) and
+    memsets. Rows without a count or a total are left out.
+    """
+    df = _read_report(path)
+    count_col = "Num Calls" if kind == "api_sum" else "Instances"
+    name_col = "Operation" if kind == "mem_time_sum" and "Operation" in df.columns else "Name"
+    _need(df, path, "Total Time (ns)", count_col, name_col)
+    name = pl.col(name_col).str.strip_chars()
+    if kind == "api_sum":
+        name = apis.base_name(name)
+        driver = name.str.starts_with("cu") & ~name.str.starts_with("cuda")
+        ev_kind = pl.when(driver).then(pl.lit("driver")).otherwise(pl.lit("runtime"))
+    elif kind == "kern_sum":
+        ev_kind = nc.kernel_kind(name)
+    else:
+        ev_kind = (
+            pl.when(name.str.contains("memset")).then(pl.lit("memset")).otherwise(pl.lit("memcpy"))
+        )
+    out = df.select(
+        pl.lit(kind).alias("report"),
+        ev_kind.alias("kind"),
+        name.alias("name"),
+        _int(count_col).alias("count"),
+        _int("Total Time (ns)").alias("total_ns"),
+        pl.lit(0, pl.Int32).alias("rank"),
+    ).filter(pl.col("count").is_not_null() & pl.col("total_ns").is_not_null())
+    out = out.group_by("report", "kind", "name", "rank", maintain_order=True).agg(
+        pl.col("count").sum(), pl.col("total_ns").sum()
+    )
+    return SummarySchema.validate(out.select(SummarySchema.column_names()), cast=True)
+
+
 def _cross_check(
-    kind: str, path: Path, events: pl.DataFrame, warnings: list[str]
+    kind: str, path: Path, sums_rows: pl.DataFrame, events: pl.DataFrame, warnings: list[str]
 ) -> dict[str, str]:
     """Compare a *_sum report with the trace rows; mismatches become warnings."""
-    count_col = "Num Calls" if kind == "api_sum" else "Instances"
-
-    def shape(df: pl.DataFrame) -> pl.DataFrame:
-        return df.select(
-            (apis.base_name(pl.col("Name")) if kind == "api_sum" else pl.col("Name")).alias("name"),
-            _int(count_col).alias("want_n"),
-            _int("Total Time (ns)").alias("want_ns"),
-        )
-
-    sums = (
-        _read_report(path, shape, ("Total Time (ns)", count_col, "Name"))
-        .group_by("name")
-        .agg(pl.col("want_n").sum(), pl.col("want_ns").sum())
+    sums = sums_rows.select(
+        "name", pl.col("count").alias("want_n"), pl.col("total_ns").alias("want_ns")
     )
     kinds = ["runtime", "driver"] if kind == "api_sum" else ["kernel", "collective"]
     have = (
@@ -516,19 +546,28 @@ def read(path: str | Path, *, rank: int | None = None, **_options: object) -> Tr
     warnings: list[str] = []
     events, gpu_names = _events(s, skipped, warnings)
     extra: dict[str, str] = {"nsys_stats_reports": ",".join(sorted(s.files))}
-    for kind in ("api_sum", "kern_sum"):
+    summaries = [empty_summaries()]
+    for kind in ("api_sum", "kern_sum", "mem_time_sum"):
         if kind in s.files:
             try:
-                extra |= _cross_check(kind, s.files[kind], events, warnings)
-            except InputError as exc:  # a summary report only cross-checks: warn, go on
-                warnings.append(f"{exc.line()}; not used for the cross-check")
+                rows = read_summary(kind, s.files[kind])
+            except InputError as exc:  # a bad summary report: warn, read the traces anyway
+                warnings.append(f"{exc.line()}; summary not used")
+                continue
+            summaries.append(rows)
+            if kind != "mem_time_sum":
+                extra |= _cross_check(kind, s.files[kind], rows, events, warnings)
     events, ranks, rank_warning = assign_ranks(events, rank)
     events, invalid = filter_events(events)
     for reason, n in invalid.items():
         skipped[reason] = skipped.get(reason, 0) + n
     warnings += [rank_warning] if rank_warning else []
+    sums = pl.concat(summaries)
+    if rank is not None:
+        sums = sums.with_columns(pl.lit(rank, pl.Int32).alias("rank"))
     return Trace(
         events=events,
+        summaries=sums,
         meta=TraceMeta(
             source=s.name,
             format="nsys_csv",
@@ -563,8 +602,10 @@ def _events(
     if api is None:
         warnings.append(f"{s.name}: no cuda_api_trace report: GPU activity only, no host API calls")
     if "gpu_trace" not in s.files:
-        warnings.append(
-            f"{s.name}: no cuda_gpu_trace report: host API calls only; kernel and copy times "
-            "are unknown"
+        known = (
+            "kernel times only as totals per name (cuda_gpu_kern_sum), copy times unknown"
+            if "kern_sum" in s.files
+            else "kernel and copy times are unknown"
         )
+        warnings.append(f"{s.name}: no cuda_gpu_trace report: host API calls only; {known}")
     return pl.concat([conform(f) for f in frames], how="vertical"), gpu_names

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from ccdiag.parsers import _nsys_common as nc
 from ccdiag.parsers import _nsys_meta
@@ -185,6 +186,8 @@ _PID = 1 << 24
 _MASK24 = 0xFFFFFF
 #: A table reader: raw rows of one part of a table -> some of the event columns.
 Reader = Callable[["_Ctx", pl.DataFrame], pl.DataFrame]
+#: Column that carries each raw row's hash through a table reader (duplicate rows).
+_ROW_HASH = fetcher.ROW_HASH
 #: pid and correlation packed in one Int64 (pid < 2**24, correlation < 2**32).
 _KEY_SHIFT = 1 << 32
 
@@ -230,12 +233,9 @@ class NsysDb:
         return {i: str(v) for i, v in rows if isinstance(i, int) and v is not None}
 
     def query(self, table: str, wanted: Iterable[str], where: str = "") -> fetcher.Query:
-        """SELECT of the wanted columns that exist; missing ones come back as NULL."""
-        parts, schema = [], {}
-        for col in wanted:
-            parts.append(f'"{col}"' if self.has(table, col) else f'NULL AS "{col}"')
-            schema[col] = _STR if col == "text" else _I64
-        return fetcher.Query(table, ", ".join(parts), schema, where)
+        """The wanted columns of a table; the ones it lacks come back as NULL."""
+        schema = {col: _STR if col == "text" else _I64 for col in wanted}
+        return fetcher.Query(table, schema, self.columns.get(table, frozenset()), where)
 
     def close(self) -> None:
         """Close the connection."""
@@ -288,7 +288,7 @@ def _nvtx_types(db: NsysDb) -> dict[str, int]:
 
 
 def build_queries(db: NsysDb) -> list[fetcher.Query]:
-    """One query per event table present in the file."""
+    """One query per event table present in the file, in the order :func:`read_events` reads."""
     wanted = {
         "CUPTI_ACTIVITY_KIND_RUNTIME": (
             "start", "end", "eventClass", "globalTid", "correlationId", "nameId"
@@ -301,6 +301,7 @@ def build_queries(db: NsysDb) -> list[fetcher.Query]:
         ),
         "CUPTI_ACTIVITY_KIND_MEMSET": (*_GPU_COLS, "bytes", "memKind", "graphNodeId"),
         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": (*_GPU_COLS, "syncType"),
+        "NVTX_EVENTS": _NVTX_COLS,
         "CUDA_UM_GPU_PAGE_FAULT_EVENTS": (
             "start", "end", "globalPid", "deviceId", "faultAccessType"
         ),
@@ -308,12 +309,16 @@ def build_queries(db: NsysDb) -> list[fetcher.Query]:
         "PROFILER_OVERHEAD": ("start", "end", "globalTid", "nameId", "correlationId"),
         "CUPTI_ACTIVITY_KIND_OVERHEAD": ("start", "end", "globalTid", "nameId", "correlationId"),
     }  # fmt: skip
-    queries = [db.query(t, cols) for t, cols in wanted.items() if db.has(t)]
-    if db.has("NVTX_EVENTS"):
-        types = _nvtx_types(db)
-        ranges = [i for n, i in types.items() if n != "NvtxDomainCreate"]
-        where = f"WHERE eventType IN ({', '.join(str(i) for i in sorted(ranges))})"
-        queries.append(db.query("NVTX_EVENTS", _NVTX_COLS, where))
+    queries = []
+    for table, cols in wanted.items():
+        if not db.has(table):
+            continue
+        where = ""
+        if table == "NVTX_EVENTS":
+            types = _nvtx_types(db)
+            ranges = [i for n, i in types.items() if n != "NvtxDomainCreate"]
+            where = f"eventType IN ({', '.join(str(int(i)) for i in sorted(ranges))})"
+        queries.append(db.query(table, cols, where))
     return queries
 
 
@@ -394,9 +399,25 @@ class _Ctx:
             df = self.drop_bad_times(reader(self, load()), table)
             if launches is not None:
                 df = mark_graph_launched(df, launches)
-            out.append(conform(df))
+            out.append(conform(df).with_columns(df[_ROW_HASH]))
             self.tick()
-        return _concat(out)
+        return self.drop_duplicates(_concat(out), table)
+
+    def drop_duplicates(self, df: pl.DataFrame, table: str) -> pl.DataFrame:
+        """Rows identical to an earlier row of the table in every column read are dropped, and
+        counted: nsys never writes one event twice, and a copy would count its time twice.
+
+        The rows' hashes find the candidates (one pass); candidates whose event columns are
+        also equal are the duplicates (the check that a hash collision cannot pass).
+        """
+        hashes = np.sort(df[_ROW_HASH].to_numpy())  # numpy's sort: the cheapest check here
+        if hashes.size > 1 and bool((hashes[1:] == hashes[:-1]).any()):
+            first = pl.struct(pl.all()).is_first_distinct()
+            n = df.height - df.select(first.sum()).item()
+            self.skip(f"{table}: duplicate row (identical to an earlier row in every column)", n)
+            if n:
+                df = df.filter(first)
+        return df.drop(_ROW_HASH)
 
     def tick(self) -> None:
         """One table part read: report progress (parts read so far, of all parts)."""

@@ -89,7 +89,7 @@ def test_3_corrupt_gzip_sibling_report(tmp_path: Path) -> None:
     assert res.rc == 0
     assert (
         "app_cuda_gpu_kern_sum.csv.gz" in res.stdout
-        and "not used for the cross-check" in res.stdout
+        and "summary not used" in res.stdout
     )
 
 

@@ -463,7 +463,7 @@ def test_a_host_only_export_is_read_with_a_warning(tmp_path: Path) -> None:
 
 
 def test_parallel_part_reading_gives_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    # arrange: tiny parts and no minimum, so the worker processes really run
+    # arrange: tiny parts and no minimum, so the read-ahead threads really run
     sequential = nsys_sqlite.read(EAGER, workers=1).events
     monkeypatch.setattr(_sqlite_fetch, "PART_ROWS", 1000)
     monkeypatch.setattr(_sqlite_fetch, "PARALLEL_MIN_ROWS", 0)
@@ -557,10 +557,10 @@ def test_a_kineto_file_named_sqlite_is_sniffed_by_content(tmp_path: Path) -> Non
     assert err.value.line().startswith("trace.sqlite: corrupt or truncated SQLite file")
 
 
-def test_a_worker_that_meets_a_corrupt_page_is_an_input_error(
+def test_a_thread_that_meets_a_corrupt_page_is_an_input_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # arrange: keep the schema pages, cut the data; force the worker processes
+    # arrange: keep the schema pages, cut the data; force the read-ahead threads
     path = tmp_path / "cut.sqlite"
     path.write_bytes(EAGER.read_bytes()[: len(EAGER.read_bytes()) // 2])
     monkeypatch.setattr(_sqlite_fetch, "PART_ROWS", 1000)
@@ -570,27 +570,6 @@ def test_a_worker_that_meets_a_corrupt_page_is_an_input_error(
         nsys_sqlite.read(path, workers=2)
     # assert
     assert err.value.line().startswith("cut.sqlite: corrupt or truncated SQLite file")
-
-
-@pytest.mark.parametrize(
-    "failure", [_sqlite_fetch.WorkerError("killed"), OSError(28, "No space left on device")]
-)
-def test_when_workers_cannot_run_the_file_is_read_in_process(
-    monkeypatch: pytest.MonkeyPatch, failure: Exception
-) -> None:
-    # arrange
-    sequential = nsys_sqlite.read(EAGER, workers=1).events
-    monkeypatch.setattr(_sqlite_fetch, "PART_ROWS", 1000)
-    monkeypatch.setattr(_sqlite_fetch, "PARALLEL_MIN_ROWS", 0)
-
-    def fail(*args: object) -> None:
-        raise failure
-
-    monkeypatch.setattr(_sqlite_fetch, "_run_workers", fail)
-    # act
-    events = nsys_sqlite.read(EAGER, workers=2).events
-    # assert
-    assert events.equals(sequential)
 
 
 def test_event_syncs_have_no_stream_and_syncs_take_their_contexts_device(traces: dict) -> None:
