@@ -19,8 +19,9 @@ file; nothing may take longer than ``--timeout`` (a hang is a crash); a trace th
 Python's ``json`` reads (members after the array, some after a member of megabytes that is
 skipped unread, included). Library warnings raised during a case are
 counted (the CLI never prints them). In a child process (shape): exit status 0 or 2; on 2,
-exactly one stderr line of at most 300 characters naming the file, no traceback; peak RSS (from
-``wait4``) at most ``ccdiag.limits.memory_bound(U)``; wall time at most 2x the CLI's start-up time
+exactly one stderr line of at most 300 characters naming the file, no traceback; peak RSS (the
+child's own ``VmHWM``, written at its exit; polled while it runs, for a child that is killed) at
+most ``ccdiag.limits.memory_bound(U)``; wall time at most 2x the CLI's start-up time
 (measured as the campaign runs: the machine is shared) + 5 s + 1 s per MiB of U.
 
 The summary (``fuzz/runs/<name>.json``) is rewritten every 250 cases: counts per kind and
@@ -184,11 +185,48 @@ def run_in_process(case: dict[str, Any]) -> tuple[str, list[str]]:
     return outcome, found
 
 
+#: The CLI in a child that writes its own peak RSS (``VmHWM``, KiB) to the file named first, at
+#: exit. ``ru_maxrss`` from ``wait4`` is not the child's own: it carries the high-water mark of
+#: this campaign process across fork and exec (a confirmation run saw 461 MiB on every shape,
+#: the parent's peak, not the child's).
+_CHILD = (
+    "import atexit, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "def _hwm():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            open(out, 'w').write(line.split()[1])\n"
+    "atexit.register(_hwm)\n"
+    "from ccdiag.cli import main\n"
+    "main()\n"
+)
+
+
+def _watch_hwm(pid: int, seen: list[int]) -> None:
+    """The child's own VmHWM, polled every 10 ms while it runs (for a child that is killed and
+    never reaches its atexit handler)."""
+    status = Path(f"/proc/{pid}/status")
+    while True:
+        try:
+            text = status.read_text()
+        except OSError:
+            return
+        for line in text.splitlines():
+            if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                return
+            if line.startswith("VmHWM:"):
+                seen[0] = max(seen[0], int(line.split()[1]) * 1024)
+        time.sleep(0.01)
+
+
 def run_cli(path: Path, env: dict[str, str], uncompressed: int) -> dict[str, Any]:
-    """The installed CLI on one input in a child process: status, stderr, peak RSS, time."""
+    """The installed CLI on one input in a child process: status, stderr, peak RSS (the child's
+    own VmHWM), time."""
     from ccdiag import limits
 
-    cmd = [sys.executable, "-m", "ccdiag.cli", "summary", str(path), "--json", os.devnull]
+    hwm_file = path.parent / ".hwm"
+    cmd = [sys.executable, "-c", _CHILD, str(hwm_file)]
+    cmd += ["summary", str(path), "--json", os.devnull]
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -200,18 +238,26 @@ def run_cli(path: Path, env: dict[str, str], uncompressed: int) -> dict[str, Any
     limit_s = 2 * startup_s() + 5 + uncompressed / (1 << 20)
     timer = threading.Timer(limit_s * 2, proc.kill)
     timer.start()
+    seen = [0]
+    watcher = threading.Thread(target=_watch_hwm, args=(proc.pid, seen), daemon=True)
+    watcher.start()
     try:
         assert proc.stderr is not None
         err = proc.stderr.read()
         proc.stderr.close()
-        _, status, ru = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        _, status, ru = os.wait4(proc.pid, 0)
     finally:
         timer.cancel()
+    watcher.join(1)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        peak = int(hwm_file.read_text()) * 1024  # exact: the child's own, at exit
+    except (OSError, ValueError):
+        peak = seen[0] or ru.ru_maxrss * 1024  # killed: the last VmHWM seen
     return {
         "rc": proc.returncode,
         "stderr": err.decode("utf-8", "replace"),
-        "peak": ru.ru_maxrss * 1024,
+        "peak": peak,
         "wall": time.monotonic() - t0,
         "limit_s": limit_s,
         "bound": limits.memory_bound(uncompressed),
