@@ -475,8 +475,82 @@ def _ring_steps(name: pl.Expr, n: int) -> pl.Expr:
     )
 
 
+def _copy_costs(
+    ctx: _Ctx,
+    k: dict[str, float],
+    fix: str | None,
+    copy_at: str,
+    call: np.ndarray,
+    gpu_x: np.ndarray,
+    free: np.ndarray,
+) -> None:
+    """``serialized_copies``: every host copy takes ``toll + bytes / bandwidth``, on the GPU (real
+    CC: the bounce-buffer copy is the copy) or, for a profile with ``copy_cost_at: host`` (an
+    LD_PRELOAD emulator's busy wait), inside its host call (after the wait of a blocking one).
+    The fixes that change the copies (batching, resident data, a context pool) change them here."""
+    c, g = ctx.calls, ctx.gpu
+    # the copies of copy calls, as the replay pads them (a UVM migration is uvm_migration's)
+    hc = g.filter(pl.col("hcopy") & (pl.col("cls") == "copy")).join(
+        c.select("rank", "ci", pl.col("_row").alias("crow")), on=["rank", "ci"], how="left"
+    )
+    if hc.height == 0:
+        return
+    by = hc["bytes"].fill_null(0).to_numpy().astype(np.float64)
+    gd = hc["dur_ns"].to_numpy().astype(np.float64)
+    grow = hc["_row"].to_numpy()
+    crow = hc["crow"].fill_null(-1).to_numpy()
+    target = k["copy_toll_ns"] + by / k["copy_bandwidth_gbps"]
+    gone = np.zeros(hc.height, dtype=bool)
+    big = by >= BULK_BYTES
+    if fix == "resident_weights":
+        gone = big  # bulk data kept on the GPU: neither offload nor restore copies
+    elif fix == "context_pool":
+        # a loader with a pool of CUDA contexts: bulk H2D at 0.65x of CC-off bandwidth
+        pool = 0.65 * by / np.maximum(gd, 1)  # B/ns = GB/s
+        sel = big & hc["h2d"].to_numpy()
+        target = np.where(
+            sel, k["copy_toll_ns"] + by / np.maximum(pool, k["copy_bandwidth_gbps"]), target
+        )
+    elif fix == "batch_small_copies":
+        # one copy per step and direction carries the bytes of all the small ones: the others
+        # (their calls, their GPU copies) are gone, the one left pays one toll for all the bytes
+        small = hc.with_columns(pl.lit(np.arange(hc.height)).alias("_i")).filter(
+            (pl.col("bytes").fill_null(0) < BATCH_BYTES) & pl.col("step").is_not_null()
+        )
+        for _, grp in small.group_by(["rank", "step", "h2d"]):
+            if grp.height < 2:
+                continue
+            idx = grp["_i"].to_numpy()
+            keep, drop = idx[-1], idx[:-1]
+            gone[drop] = True
+            target[keep] = k["copy_toll_ns"] + by[idx].sum() / k["copy_bandwidth_gbps"]
+            gd[keep] = gd[idx].sum()  # the batched copy moves all the bytes at the native speed too
+    gpu_x[grow[gone]] = -(10**15)
+    has_call = gone & (crow >= 0)
+    call[crow[has_call]] = -(10**15)
+    free[crow[has_call]] = True
+    extra = np.where(gone, 0, np.maximum(target - gd, 0)).astype(np.int64)
+    if copy_at == "host":
+        on_host = ~gone & (crow >= 0)
+        np.add.at(call, crow[on_host], extra[on_host])
+        # a batched copy moves its bytes on the GPU too: the dropped copies' native time
+        if fix == "batch_small_copies":
+            native = np.maximum(gd - hc["dur_ns"].to_numpy(), 0).astype(np.int64)
+            gpu_x[grow[~gone]] += native[~gone]
+    else:
+        gpu_x[grow[~gone]] += extra[~gone] + (
+            np.maximum(gd - hc["dur_ns"].to_numpy(), 0).astype(np.int64)[~gone]
+            if fix == "batch_small_copies"
+            else 0
+        )
+
+
 def _costs(
-    ctx: _Ctx, on: frozenset[str], k: dict[str, float], fix: str | None = None
+    ctx: _Ctx,
+    on: frozenset[str],
+    k: dict[str, float],
+    fix: str | None = None,
+    copy_at: str = "gpu",
 ) -> tuple[Injection, RowCosts]:
     """The injection and per-row costs of the mechanisms in ``on`` (+ one fix) at constants ``k``."""
     call, gap, gpu_x = ctx.zeros(), ctx.zeros(), ctx.zeros()
@@ -515,43 +589,7 @@ def _costs(
             add = np.where(is_g & ~first_g, 0.0, add)
         call[rows] += add.astype(np.int64)
     if "serialized_copies" in on:
-        inj["copy_toll_ns"] = int(k["copy_toll_ns"])
-        inj["copy_gbps"] = float(k["copy_bandwidth_gbps"])
-        hc = g.filter(pl.col("hcopy"))
-        if fix in ("batch_small_copies", "resident_weights", "context_pool") and hc.height:
-            big = (hc["bytes"].fill_null(0) >= BULK_BYTES).to_numpy()
-            h2d = hc["h2d"].to_numpy()
-            grow = hc["_row"].to_numpy()
-            crow = rows[hc["ci"].to_numpy()] if c.height else grow
-            if fix == "resident_weights":
-                gone = big  # bulk data kept on the GPU: neither offload nor restore copies
-                gpu_x[grow[gone]] = -(10**15)
-                call[crow[gone]] = -(10**15)
-                free[crow[gone]] = True
-            elif fix == "context_pool":
-                # a loader with a pool of CUDA contexts: bulk H2D at 0.65x of CC-off bandwidth
-                native = hc["bytes"].fill_null(0) / hc["dur_ns"].clip(1)  # B/ns = GB/s
-                pool = (0.65 * native).to_numpy()
-                by = hc["bytes"].fill_null(0).to_numpy()
-                cc_t = k["copy_toll_ns"] + by / k["copy_bandwidth_gbps"]
-                pool_t = k["copy_toll_ns"] + by / np.maximum(pool, k["copy_bandwidth_gbps"])
-                sel = big & h2d
-                gpu_x[grow[sel]] = (pool_t - cc_t)[sel].astype(np.int64)
-            else:  # batch_small_copies: one copy per step and direction carries all the bytes
-                small = hc.with_columns(
-                    pl.lit(np.arange(hc.height)).alias("_i"),
-                    (pl.col("bytes").fill_null(0) < BATCH_BYTES).alias("small"),
-                ).filter(pl.col("small") & pl.col("step").is_not_null())
-                for _, grp in small.group_by(["rank", "step", "h2d"]):
-                    if grp.height < 2:
-                        continue
-                    idx = grp["_i"].to_numpy()
-                    keep, drop = idx[-1], idx[:-1]
-                    gpu_x[grow[drop]] = -(10**15)
-                    call[crow[drop]] = -(10**15)
-                    free[crow[drop]] = True
-                    moved = float(hc["bytes"].fill_null(0).to_numpy()[drop].sum())
-                    gpu_x[grow[keep]] += int(moved / k["copy_bandwidth_gbps"])
+        _copy_costs(ctx, k, fix, copy_at, call, gpu_x, free)
     if "blocked_non_blocking" in on:
         inj["copies_blocking"] = True
     if fix == "drain_thread":
@@ -665,7 +703,13 @@ class _Replayer:
             if not on and fix is None and self.ctx.calib_u == 0:
                 self.cache[key] = self.base
             else:
-                inj, rc = _costs(self.ctx, on, self.platform.at(end), fix)  # type: ignore[arg-type]
+                inj, rc = _costs(
+                    self.ctx,
+                    on,
+                    self.platform.at(end),  # type: ignore[arg-type]
+                    fix,
+                    self.platform.copy_cost_at,
+                )
                 out = replay(self.ctx.trace, inj, self.ctx.threads, costs=rc)
                 self.cache[key] = _num(out.steps["dur_ns"].median())
                 if key == self.keep:
