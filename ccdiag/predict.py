@@ -159,6 +159,8 @@ class _Ctx:
     calib_u: float = 0.0  # > 0: the profiler's host overhead taken out (see calibrate)
     n_orig: int = 0  # rows of the trace itself (the model trace adds backlog rows after them)
     early_syncs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    wake_ns: int = 0  # wake-up after a blocking wait, from the trace's syncs
+    async_copies: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def zeros(self) -> np.ndarray:
         return np.zeros(self.n_rows, dtype=np.int64)
@@ -458,7 +460,47 @@ def _context(trace: Trace) -> _Ctx:
     world = trace.meta.world_size or max(len(trace.meta.ranks), 1)
     ctx = _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue, n_orig=n_orig)
     ctx.early_syncs = _early_syncs(calls, gpu)
+    ctx.wake_ns, ctx.async_copies = _wake_up(calls, gpu)
     return ctx
+
+
+def _wake_up(calls: pl.DataFrame, gpu: pl.DataFrame) -> tuple[int, np.ndarray]:
+    """The trace's wake-up after a blocking wait, and the copy calls that did not wait.
+
+    A synchronize that waited for the GPU returns a few µs after the work it waited for ended
+    (the median of ``end - last GPU end`` over the trace's syncs that waited; 0 when none did).
+    A copy that CC makes blocking (``blocked_non_blocking``) waits the same way, so it pays that
+    wake-up once more than in the trace, where it returned before its copy ended.
+    """
+    none = (0, np.zeros(0, dtype=np.int64))
+    if gpu.height == 0:
+        return none
+    eps = []
+    for rank in calls["rank"].unique().to_list():
+        g = gpu.filter(pl.col("rank") == rank)
+        ci = g["ci"].to_numpy()
+        ge = (g["start_ns"] + g["dur_ns"]).to_numpy()
+        order = np.argsort(ci, kind="stable")
+        ci, run_max = ci[order], np.maximum.accumulate(ge[order]) if ge.size else ge
+        sr = calls.filter((pl.col("rank") == rank) & (pl.col("cls") == "sync"))
+        if sr.height == 0 or ci.size == 0:
+            continue
+        k = np.searchsorted(ci, sr["ci"].to_numpy(), side="left")
+        start = sr["start_ns"].to_numpy()
+        end = start + sr["dur_ns"].to_numpy()
+        ready = np.where(k > 0, run_max[np.maximum(k - 1, 0)], np.iinfo(np.int64).min)
+        waited = (k > 0) & (ready > start) & (ready <= end + EARLY_SYNC_NS)
+        eps.append(np.clip(end - ready, 0, None)[waited])
+    got = np.concatenate(eps) if eps else np.zeros(0)
+    wake = int(np.median(got)) if got.size else 0
+    own = gpu.filter(pl.col("hcopy") & (pl.col("cls") == "copy")).select(
+        "rank", "ci", (pl.col("start_ns") + pl.col("dur_ns")).alias("g_end")
+    )
+    c = calls.filter((pl.col("cls") == "copy") & pl.col("name").str.contains("Async")).join(
+        own, on=["rank", "ci"]
+    )
+    did_not_wait = c.filter(pl.col("start_ns") + pl.col("dur_ns") < pl.col("g_end"))
+    return wake, did_not_wait["_row"].to_numpy().astype(np.int64)
 
 
 # ------------------------------------------------------------------------------ the mechanisms
@@ -592,6 +634,10 @@ def _costs(
         _copy_costs(ctx, k, fix, copy_at, call, gpu_x, free)
     if "blocked_non_blocking" in on:
         inj["copies_blocking"] = True
+        # each copy that now waits for its stream wakes up as the trace's syncs do (that wake-up
+        # is API-call time under the profiler too: calibration takes out the same share of it)
+        wake = ctx.wake_ns * (1.0 - min(ctx.calib_u, 1.0))
+        call[ctx.async_copies] += int(wake)
     if fix == "drain_thread":
         # readbacks (D2H) and the synchronize right after them move to a worker thread
         d2h = g.filter(pl.col("hcopy") & pl.col("d2h"))
