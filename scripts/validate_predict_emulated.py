@@ -119,7 +119,9 @@ def judge_sample(name: str) -> dict[str, Any]:
     unprof = None
     if un and "baseline" in un and "treatment" in un:
         # the CC-off step measured without a profiler takes the trace's profiler overhead out
-        pu = ablation(base, _placed(_profile(d), d), fixes, unprofiled_step_ns=un["baseline"]["median"])
+        pu = ablation(
+            base, _placed(_profile(d), d), fixes, unprofiled_step_ns=un["baseline"]["median"]
+        )
         umech = {}
         for phase, m in PHASES.items():
             if phase in un and f"only_{m}" in pu:
@@ -521,7 +523,11 @@ def _why_mech(rows: list[dict[str, Any]]) -> list[str]:
         if abs(e) <= MECH_TARGET:
             continue
         why = next(
-            (w for (pat, mech), w in WHY_MECH.items() if mech == m["mechanism"] and fnmatch(m["pair"], pat)),
+            (
+                w
+                for (pat, mech), w in WHY_MECH.items()
+                if mech == m["mechanism"] and fnmatch(m["pair"], pat)
+            ),
             "not explained",
         )
         out.append(f"- `{m['pair']}` {m['mechanism']} ({_pct(e)}): {why}.")
