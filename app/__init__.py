@@ -10,7 +10,6 @@ report key in a ``dcc.Store``. Nothing is imported from Dash at module level, so
 from __future__ import annotations
 
 import atexit
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +19,10 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8050
 DEFAULT_MAX_UPLOAD_MB = 200.0
 DEFAULT_SAMPLE = "decode_eager"
+DEFAULT_UPLOAD_QUOTA_MB = 2000.0
+DEFAULT_MAX_UPLOADS = 2
+DEFAULT_MAX_ANALYSIS_MB = 2048.0
+DEFAULT_MAX_ANALYSIS_S = 300.0
 
 
 def samples_dir() -> Path | None:
@@ -37,10 +40,13 @@ def _sources(
     trace_dir: Path | None,
     max_upload_mb: float,
     staging: Path,
+    quota_mb: float,
 ) -> Any:
     from ccdiag.app.sources import Source, Sources, discover
 
-    src = Sources(staging=staging, max_upload_bytes=int(max_upload_mb * 1e6))
+    src = Sources(
+        staging=staging, max_upload_bytes=int(max_upload_mb * 1e6), quota_bytes=int(quota_mb * 1e6)
+    )
     sdir = samples_dir()
     if sdir is not None:
         samples = discover(sdir, "sample", "s")
@@ -68,6 +74,11 @@ def create_app(
     trace_dir: str | Path | None = None,
     max_upload_mb: float = DEFAULT_MAX_UPLOAD_MB,
     staging_dir: str | Path | None = None,
+    upload_quota_mb: float = DEFAULT_UPLOAD_QUOTA_MB,
+    max_uploads: int = DEFAULT_MAX_UPLOADS,
+    max_analysis_mb: float = DEFAULT_MAX_ANALYSIS_MB,
+    max_analysis_s: float = DEFAULT_MAX_ANALYSIS_S,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> Any:
     """Build the dashboard.
 
@@ -76,20 +87,26 @@ def create_app(
         treatment: CC-on trace to open first.
         trace_dir: a folder whose trace pairs the user may pick (never any other path).
         max_upload_mb: largest upload accepted, per side, in MB.
-        staging_dir: where uploads are stored (a temporary folder, removed at exit, if None).
+        staging_dir: where uploads are stored (a temporary folder if None); removed at exit.
+        upload_quota_mb: uploads kept at most (MB, both sides of every pair); the least
+            recently used are deleted to make room.
+        max_uploads: upload requests read at once (the others wait).
+        max_analysis_mb: memory (RSS) one analysis may use, in its worker process.
+        max_analysis_s: time one analysis may take.
+        allowed_hosts: names the server answers to besides the loopback ones (``Host``).
 
     Returns:
         The ``dash.Dash`` app; ``app.server`` is its Flask server.
     """
     import dash
-    from ccdiag.app import callbacks, layout
+    from ccdiag.app import callbacks, guard, layout
     from ccdiag.app.jobs import Analyses
     from ccdiag.app.pages import PAGE_MODULES, mechanisms
+    from ccdiag.app.worker import Limits
     from dash import Dash
 
     if staging_dir is None:
         staging = Path(tempfile.mkdtemp(prefix="ccdiag-app-"))
-        atexit.register(shutil.rmtree, staging, True)
     else:
         staging = Path(staging_dir)
         staging.mkdir(parents=True, exist_ok=True)
@@ -99,8 +116,12 @@ def create_app(
         Path(trace_dir) if trace_dir else None,
         max_upload_mb,
         staging,
+        upload_quota_mb,
     )
-    analyses = Analyses()
+    limits = Limits(memory_bytes=int(max_analysis_mb * 1e6), timeout_s=max_analysis_s)
+    analyses = Analyses(limits=limits, hold=sources.hold)
+    atexit.register(analyses.close)
+    atexit.register(sources.clear)
     app = Dash(
         __name__,
         use_pages=True,
@@ -121,7 +142,10 @@ def create_app(
     callbacks.register(app, sources, analyses)
     # Uploads travel base64-encoded (4/3 of their size) in one request per side.
     app.server.config["MAX_CONTENT_LENGTH"] = int(sources.max_upload_bytes * 4 / 3) + (4 << 20)
+    gate = guard.UploadGate(max_uploads)
+    guard.install(app, guard.allowed_hosts(allowed_hosts), gate)
     app.ccdiag_sources, app.ccdiag_analyses = sources, analyses  # type: ignore[attr-defined]
+    app.ccdiag_gate = gate  # type: ignore[attr-defined]
     return app
 
 
@@ -129,7 +153,19 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def run(app: Any, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve the app (Flask's threaded server; bind to 127.0.0.1 unless told otherwise)."""
+    """Serve the app (Flask's threaded server; bind to 127.0.0.1 unless told otherwise).
+
+    The ``--host`` name is added to the names the server answers to (``Host`` header). On
+    SIGTERM (or Ctrl-C) the server exits through ``atexit``: staged uploads are deleted and the
+    worker processes ended.
+    """
+    import signal
+
+    from ccdiag.app import guard
+
+    guard.add_host(app, host)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    app.ccdiag_analyses.start_workers()  # their imports run while the first page loads
     if host not in LOOPBACK:
         sys.stderr.write(
             f"ccdiag app: listening on {host}: anyone who can reach it can upload traces and "

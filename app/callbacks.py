@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccdiag.app import ids
+from ccdiag.app import ids, layout
 from ccdiag.app.jobs import Analyses
 from ccdiag.app.sources import Source, SourceError, Sources
-from ccdiag.app.units import fmt_ns
+from ccdiag.app.truth import verdict_line
 from dash import Dash, Input, Output, State, no_update
 
 HIDDEN = {"display": "none"}
@@ -58,11 +58,22 @@ def register(app: Dash, sources: Sources, analyses: Analyses) -> None:
         return {"job": job.id}, False, no_update, f"{src.label}: queued"
 
     @app.callback(
+        Output(ids.STATUS, "children", allow_duplicate=True),
+        Input(ids.CANCEL, "n_clicks"),
+        State(ids.JOB_STORE, "data"),
+        prevent_initial_call=True,
+    )
+    def _cancel(_: Any, job_data: Any) -> Any:
+        jid = job_data.get("job") if isinstance(job_data, dict) else None
+        return "cancelling…" if analyses.cancel(jid) else no_update
+
+    @app.callback(
         Output(ids.STATUS, "children"),
         Output(ids.PROGRESS, "value"),
         Output(ids.PROGRESS, "style"),
         Output(ids.POLL, "disabled"),
         Output(ids.REPORT_STORE, "data"),
+        Output(ids.CANCEL, "style"),
         Input(ids.POLL, "n_intervals"),
         State(ids.JOB_STORE, "data"),
         prevent_initial_call=True,
@@ -70,7 +81,7 @@ def register(app: Dash, sources: Sources, analyses: Analyses) -> None:
     def _poll(_: Any, job_data: Any) -> Any:
         job = analyses.job((job_data or {}).get("job") if isinstance(job_data, dict) else None)
         if job is None:
-            return "", "0", HIDDEN, True, no_update
+            return "", "0", HIDDEN, True, no_update, HIDDEN
         s = job.status()
         if s["state"] == "done":
             note = " (from the cache)" if s["cached"] else f" in {s['elapsed_s']:.1f} s"
@@ -80,23 +91,33 @@ def register(app: Dash, sources: Sources, analyses: Analyses) -> None:
                 HIDDEN,
                 True,
                 {"key": s["key"], "label": s["label"]},
+                HIDDEN,
             )
         if s["state"] == "error":
-            return f"{s['label']}: {s['message']}", "0", HIDDEN, True, no_update
+            # the previous verdict is cleared: the pages and the header show the failure
+            failed = {"failed": s["message"], "label": s["label"]}
+            return f"{s['label']}: {s['message']}", "0", HIDDEN, True, failed, HIDDEN
         text = f"{s['label']}: {s['stage']}… ({s['elapsed_s']:.0f} s)"
-        return text, str(s["progress"]), SHOWN, False, no_update
+        return text, str(s["progress"]), SHOWN, False, no_update, SHOWN
 
     @app.callback(
         Output(ids.PAIR_LABEL, "children"),
         Output(ids.VERDICT, "children"),
+        Output(ids.BANNER, "children"),
+        Output(ids.BANNER, "hidden"),
+        Output(ids.NAV, "children"),
         Input(ids.REPORT_STORE, "data"),
     )
     def _header(data: Any) -> Any:
+        failed = data.get("failed") if isinstance(data, dict) else None
+        if isinstance(failed, str):
+            label = str(data.get("label", ""))
+            what = "cancelled" if failed == "cancelled" else "failed"
+            banner = f"The analysis of {label} {what}" + (
+                "" if what == "cancelled" else f": {failed}"
+            )
+            return label, "", banner + " — no verdict is shown.", False, layout.nav_links()
         e = analyses.entry(data.get("key") if isinstance(data, dict) else None)
         if e is None:
-            return "—", ""
-        st = e.report.step_ns
-        line = e.report.verdict or (
-            f"treatment {st.ratio:.2f}x the baseline ({fmt_ns(st.delta, True)} per step)"
-        )
-        return e.label, line
+            return "—", "", "", True, layout.nav_links()
+        return e.label, verdict_line(e.report), "", True, layout.nav_links(e.report)

@@ -15,8 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
+from ccdiag.app import truth
 from ccdiag.app.units import (
     MECHANISM_COLORS,
+    NEUTRAL_COLOR,
     RUN_COLORS,
     RUN_LABELS,
     fmt_bytes,
@@ -27,6 +29,8 @@ from ccdiag.app.units import (
     time_unit,
 )
 from plotly.subplots import make_subplots
+
+from ccdiag.units import number
 
 RUNS = ("baseline", "treatment")
 Series = Mapping[str, Any] | None
@@ -90,6 +94,14 @@ def _wrap(text: str, width: int = 88) -> list[str]:
     return [*lines, cur] if cur else lines
 
 
+def _two_lines(label: str, width: int = 12) -> str:
+    """A category label broken at a space so that neighbouring labels do not run together."""
+    if len(label) <= width or " " not in label:
+        return label
+    cut = min((i for i, c in enumerate(label) if c == " "), key=lambda i: abs(i - len(label) / 2))
+    return label[:cut] + "<br>" + label[cut + 1 :]
+
+
 def _layout(fig: go.Figure, title: str, measured: str, **kw: Any) -> go.Figure:
     lines = _wrap(measured)
     if "height" in kw:
@@ -100,6 +112,11 @@ def _layout(fig: go.Figure, title: str, measured: str, **kw: Any) -> go.Figure:
             "subtitle": {"text": "<br>".join(lines)},
             "x": 0.01,
             "xanchor": "left",
+            # pinned to the top: a taller margin (panel titles) must not move the title down
+            "yref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "pad": {"t": 14},
         },
         template="plotly_white",
         font=_FONT,
@@ -123,7 +140,16 @@ def not_measured(title: str, reason: str) -> go.Figure:
     )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
+    fig.update_layout(meta={"not_measured": reason, "title": title})
     return _layout(fig, title, "no data in this report", height=260)
+
+
+def is_not_measured(fig: go.Figure) -> tuple[str, str] | None:
+    """(title, reason) of a :func:`not_measured` figure, else None (pages show one line)."""
+    meta = fig.layout.meta
+    if isinstance(meta, Mapping) and "not_measured" in meta:
+        return str(meta.get("title", "")), str(meta["not_measured"])
+    return None
 
 
 def _pct_box(name: str, pcts: Mapping[str, Any], div: float, color: str, x: str) -> go.Box:
@@ -212,12 +238,15 @@ def step_time(report: Any) -> go.Figure:
             showlegend=run == "baseline",
             hoverinfo="skip",
         )
-    lo, hi = st.delta_ci95
-    verdict = "significant" if st.significant else "within the noise"
+    verdict = (
+        "significant (the 95 % CI of the median per-step delta excludes 0)"
+        if st.significant
+        else "within the noise (the 95 % CI of the median per-step delta includes 0)"
+    )
     measured = (
         f"per aligned step ({st.n_steps or st.baseline_spread.n} steps): bar = median, "
-        f"whiskers = p10–p90, ◆ = 95 % CI of the median · delta {fmt_ns(st.delta, True)} "
-        f"({st.ratio:.2f}x), CI {fmt_ns(lo)} … {fmt_ns(hi)}: {verdict}"
+        f"whiskers = p10–p90, ◆ = 95 % CI of the median · delta {truth.delta_text(report)}: "
+        f"{verdict}"
     )
     fig.update_yaxes(title_text=f"step time ({unit})", rangemode="tozero")
     return _layout(fig, "Step time: baseline vs treatment", measured, height=420)
@@ -225,12 +254,15 @@ def step_time(report: Any) -> go.Figure:
 
 def delta_waterfall(report: Any) -> go.Figure:
     """The per-step delta split by mechanism, with ``unattributed`` shown, as a waterfall."""
-    parts = [(a.mechanism, a.ns_per_step) for a in report.attribution]
-    parts.sort(key=lambda p: -abs(p[1]))
+    small = truth.fired_with_nothing(report)
+    parts = [(a.mechanism, a.ns_per_step) for a in truth.found(report)]
+    rest = sum(a.ns_per_step for a in small)
+    if rest:
+        parts.append(("~0 mechanisms", rest))
     parts.append(("unattributed", report.unattributed_ns_per_step))
     total = sum(ns for _, ns in parts)
     div, unit = time_unit([abs(ns) for _, ns in parts] + [abs(total)])
-    labels = [mechanism_label(m) for m, _ in parts] + ["step delta"]
+    labels = [_two_lines(mechanism_label(m)) for m, _ in parts] + ["delta per step"]
     values = [ns / div for _, ns in parts] + [total / div]
     texts = [fmt_ns(ns, True) for _, ns in parts] + [fmt_ns(total, True)]
     fig = go.Figure(
@@ -248,43 +280,59 @@ def delta_waterfall(report: Any) -> go.Figure:
             showlegend=False,
         )
     )
-    basis = report.partition.basis if report.partition else "per-step medians"
     measured = (
-        f"delta of the step time, split into mechanisms ({esc(basis)}); the parts add up "
-        f"to {fmt_ns(total, True)}; median delta {fmt_ns(report.step_ns.delta, True)}"
+        f"the delta, {truth.delta_text(report)}, split into mechanisms; the parts add up to it "
+        f"· delta = {esc(truth.delta_basis(report))}"
+        + (
+            " · ~0: "
+            + ", ".join(f"{mechanism_label(a.mechanism)} {fmt_ns(a.ns_per_step)}" for a in small)
+            if small
+            else ""
+        )
     )
     fig.update_yaxes(title_text=f"time per step ({unit})")
     return _layout(fig, "Where the extra time goes", measured, height=440)
 
 
 def top_fixes(report: Any, n: int = 5) -> go.Figure:
-    """The top recommendations by predicted recovery per step."""
-    recs = sorted(report.recommendations, key=lambda r: -r.predicted_recovery_ns_per_step)[:n]
+    """The top fixes by predicted recovery per step (``truth.fixes``: deduplicated, alternatives
+    marked, ~0 fixes left out)."""
+    fx = truth.fixes(report)
+    recs = fx.shown[:n]
     if not recs:
-        return not_measured("Top fixes", "no mechanism fired, so no fix is recommended")
-    labels = [f"#{i} {esc(r.fix)}" for i, r in enumerate(recs, start=1)][::-1]  # ids may repeat
+        why = (
+            f"{len(fx.hidden)} fix(es) predicted to recover ~0 per step"
+            if fx.hidden
+            else "no mechanism fired, so no fix is recommended"
+        )
+        return not_measured("Top fixes", why)
+    labels = [
+        f"{f.rank} {esc(f.fix)}"
+        + (f" (instead of {esc(f.alternative_to)})" if f.alternative_to else "")
+        for f in recs
+    ][::-1]
     recs = recs[::-1]
-    div, unit = time_unit([r.predicted_recovery_ns_per_step for r in recs])
+    div, unit = time_unit([f.ns for f in recs])
     fig = go.Figure(
         go.Bar(
             y=labels,
-            x=[r.predicted_recovery_ns_per_step / div for r in recs],
+            x=[f.ns / div for f in recs],
             orientation="h",
-            marker_color="#2ca02c",
-            text=[
-                f"{fmt_ns(r.predicted_recovery_ns_per_step)} ({fmt_share(r.share)} of the gap)"
-                for r in recs
-            ],
+            marker_color=["#a6d8a6" if f.alternative_to else "#2ca02c" for f in recs],
+            text=[f"{fmt_ns(f.ns)} ({fmt_share(f.share)} of the delta)" for f in recs],
             textposition="auto",
-            customdata=[[esc(r.text), esc(r.method)] for r in recs],
+            customdata=[[esc(f.text), esc(f.method)] for f in recs],
             hovertemplate="%{customdata[0]}<br><i>how predicted:</i> %{customdata[1]}<extra></extra>",
         )
     )
     fig.update_xaxes(title_text=f"predicted recovery per step ({unit})", rangemode="tozero")
     measured = (
-        "predicted time recovered per step if the fix is applied; hover for how it was predicted"
+        "predicted time recovered per step if the fix is applied; light bars are alternatives "
+        "(instead of the fix named, not in addition) · the best fix of each mechanism together: "
+        f"at most {fmt_ns(fx.combined_ns)} ({fmt_share(truth.share_of_delta(report, fx.combined_ns))} "
+        "of the delta)" + (", capped at the delta" if fx.capped else "")
     )
-    return _layout(fig, "Top fixes", measured, height=120 + 50 * len(recs))
+    return _layout(fig, "Top fixes", measured, height=140 + 50 * len(recs))
 
 
 def ledger(report: Any) -> go.Figure:
@@ -351,7 +399,8 @@ def mechanism_per_step(report: Any, mechanism: str) -> go.Figure:
     return _layout(
         fig,
         title,
-        "part of each step's delta this mechanism explains (ns → " + unit + ")",
+        f"part of each aligned step's delta this mechanism explains ({unit}); light: steps "
+        "trimmed from the aggregate; dashed: the value reported",
         height=340,
     )
 
@@ -406,10 +455,12 @@ def launch_costs(report: Any, series: Series = None) -> go.Figure:
     measured = (
         "main-thread host time per kernel launch API call and the gap before it"
         + (" (cumulative distribution)" if have_series else " (box p25–p75, whiskers p10–p90)")
-        + (f" · launches/step {b} → {t}" if b is not None else "")
+        + (f" · launches per step {number(b)} → {number(t)}" if b is not None else "")
         + (f" · toll {esc(where)}" if where else "")
     )
-    return _layout(fig, title, measured, height=420)
+    fig = _layout(fig, title, measured, height=440)
+    fig.update_layout(margin={"t": fig.layout.margin.t + 24})  # the panels' titles
+    return fig
 
 
 def gpu_idle_gaps(report: Any, series: Series = None) -> go.Figure:
@@ -861,22 +912,45 @@ def mechanism_figures(report: Any, mechanism: str, series: Series = None) -> lis
 # --------------------------------------------------------------------------- timeline
 
 
-def timeline(tl: Mapping[str, Any]) -> go.Figure:
+def timeline(tl: Mapping[str, Any], parts: Mapping[str, int] | None = None) -> go.Figure:
     """One aligned step of both runs (``api.step_timeline``): lanes of events, zoomable.
 
-    Events are coloured by the mechanism whose time they are; other events are grey.
+    A treatment event is drawn in its mechanism's colour only when ``parts`` (that step's
+    attribution) gives the mechanism a measurable time in this step; every other event, and
+    every baseline event, is neutral grey. Both runs' titles name the aligned step (the
+    slider's number), the trace's own step number in brackets when it differs.
     """
     lanes = list(tl.get("lanes", []))
     runs = [r for r in RUNS if _get(tl, r, "events")]
     if not lanes or not runs:
         return not_measured("Step timeline", "no events in this step")
-    titles = [
-        f"{RUN_LABELS[r]} · step {tl[r]['step']} · {fmt_ns(tl[r]['step_ns'])}"
-        + (f" · {tl[r]['truncated']} shortest events not drawn" if tl[r].get("truncated") else "")
-        for r in runs
-    ]
+    index = tl.get("index", 0)
+    parts = dict(parts or {})
+    step_delta = sum(parts.values())
+    lit = {
+        m
+        for m, ns in parts.items()
+        if m != "unattributed"
+        and ns > 0
+        and (step_delta <= 0 or ns >= truth.NEGLIGIBLE_SHARE * step_delta)
+    }
+
+    def title(r: str) -> str:
+        own = tl[r].get("step")
+        t = f"{RUN_LABELS[r]} · aligned step {index}"
+        if own is not None and own != index:
+            t += f" (trace step {own})"
+        t += f" · {fmt_ns(tl[r]['step_ns'])}"
+        if tl[r].get("truncated"):
+            t += f" · {tl[r]['truncated']} shortest events not drawn"
+        return t
+
     fig = make_subplots(
-        rows=len(runs), cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.08
+        rows=len(runs),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=[title(r) for r in runs],
+        vertical_spacing=0.12,
     )
     div, unit = time_unit([tl[r]["step_ns"] for r in runs])
     seen: set[str] = set()
@@ -884,9 +958,14 @@ def timeline(tl: Mapping[str, Any]) -> go.Figure:
         ev = tl[run]["events"]
         groups: dict[str, list[int]] = {}
         for i, m in enumerate(ev["mechanism"]):
-            groups.setdefault(m or "other", []).append(i)
+            key = m if (run == "treatment" and m in lit) else "other"
+            groups.setdefault(key, []).append(i)
         for mech, idx in groups.items():
-            name = "other events" if mech == "other" else mechanism_label(mech)
+            if mech == "other":
+                name = "baseline events" if run == "baseline" else "no mechanism in this step"
+            else:
+                name = f"{mechanism_label(mech)} ({fmt_ns(parts[mech])} in this step)"
+            legend = f"{run}:{mech}" if mech == "other" else mech
             fig.add_trace(
                 go.Bar(
                     y=[ev["lane"][i] for i in idx],
@@ -894,31 +973,56 @@ def timeline(tl: Mapping[str, Any]) -> go.Figure:
                     base=[ev["start_ns"][i] / div for i in idx],
                     orientation="h",
                     name=name,
-                    legendgroup=mech,
-                    showlegend=mech not in seen,
+                    legendgroup=legend,
+                    showlegend=legend not in seen,
                     marker={
-                        "color": MECHANISM_COLORS.get(mech, "#c7c7c7"),
+                        "color": MECHANISM_COLORS.get(mech, NEUTRAL_COLOR)
+                        if mech != "other"
+                        else NEUTRAL_COLOR,
                         "line": {"width": 0},
-                        "opacity": 0.6 if run == "baseline" else 1.0,
                     },
-                    customdata=[[esc(ev["name"][i]), fmt_ns(ev["dur_ns"][i])] for i in idx],
+                    customdata=[
+                        [
+                            esc(ev["name"][i]),
+                            fmt_ns(ev["dur_ns"][i]),
+                            esc(ev["mechanism"][i] or "—"),
+                        ]
+                        for i in idx
+                    ],
                     hovertemplate="%{customdata[0]}<br>%{customdata[1]} at %{base:.3f} "
                     + unit
-                    + "<extra>"
+                    + "<br>claimed by: %{customdata[2]}<extra>"
                     + esc(name)
                     + "</extra>",
+                    meta={"run": run, "mechanism": None if mech == "other" else mech},
                 ),
                 row=row,
                 col=1,
             )
-            seen.add(mech)
+            seen.add(legend)
         fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], row=row, col=1)
-    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0.25,
+        legend={"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0},
+    )
     fig.update_xaxes(title_text=f"time from the step's start ({unit})", row=len(runs), col=1)
+    lit_text = (
+        ", ".join(
+            f"{mechanism_label(m)} {fmt_ns(parts[m], True)}"
+            for m in sorted(lit, key=lambda m: -parts[m])
+        )
+        if lit
+        else "no mechanism has measurable time in this step"
+    )
     measured = (
-        f"rank {tl.get('rank', 0)}, aligned step {tl.get('index', 0)}: host ops, CUDA API calls, "
-        "gaps before launches and GPU work per stream; drag to zoom, double-click to reset"
+        f"rank {tl.get('rank', 0)}, aligned step {index}; coloured: treatment events of the "
+        f"mechanisms attributed in this step ({lit_text}); grey: everything else, the whole "
+        "baseline included; drag to zoom, double-click to reset"
     )
-    return _layout(
-        fig, "Step timeline: baseline vs treatment", measured, height=260 + 2 * 32 * len(lanes)
+    fig = _layout(
+        fig, "Step timeline: baseline vs treatment", measured, height=320 + 2 * 32 * len(lanes)
     )
+    # room for the subplot titles below the subtitle, and for the legend below the axis title
+    fig.update_layout(margin={"b": 150, "t": fig.layout.margin.t + 28})
+    return fig

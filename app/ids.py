@@ -10,6 +10,8 @@ STAGED_STORE = "staged-store"  # {"baseline": {"token", "label", "mb"}, "treatme
 POLL = "poll-interval"
 STATUS = "status-line"
 PROGRESS = "status-progress"
+CANCEL = "status-cancel"  # cancels the queued or running analysis
+BANNER = "failure-banner"  # shown when the last analysis failed
 PAIR_LABEL = "pair-label"
 VERDICT = "verdict-line"
 NAV = "nav"
@@ -55,3 +57,8 @@ UPLOAD_CHECK = "upload-check"  # client-side size check result, per side
 UPLOAD_MSG = "upload-message"
 UPLOAD_LIMIT = "upload-limit"  # a Store with the server's limit in bytes
 TRACES_MSG = "traces-message"
+
+# --- what if CC (issue 13: the prediction page, app/pages/whatif.py)
+WHATIF_TRACE = "whatif-trace"  # dropdown: a listed pair's CC-off side, by opaque source id
+WHATIF_PLATFORM = "whatif-platform"
+WHATIF_CONTENT = "whatif-content"

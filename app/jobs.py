@@ -1,30 +1,29 @@
-"""Analyses run in a background thread, with progress, cached by the traces' content.
+"""Analyses run in a bounded worker process (``worker``), in a queue, cached by content.
 
 The key of an analysis is a hash of the bytes of both sides (and of the file names inside a
 folder of ranks, since ranks may come from names), so re-opening the same pair — from the
 sample list, the trace folder or a new upload of the same files — is answered from the cache.
-The cache keeps reports and evidence samples (small) for many pairs and the loaded pair (the
-events, large) for the few most recent ones; the timeline reloads an evicted pair.
+The server keeps reports and evidence samples (small) for many pairs; the loaded pairs (the
+events, large) live only in the browse worker process, for the few most recent ones.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import sys
 import threading
 import time
 import traceback
 import uuid
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict, deque
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccdiag.app.sources import Source
+from ccdiag.app.sources import Source, SourceError
+from ccdiag.app.worker import CancelledError, Limits, RefusedError, Worker
 
-from ccdiag import api
 from ccdiag.errors import InputError
 
 #: (stage, progress when it starts)
@@ -52,6 +51,8 @@ class Job:
     key: str | None = None
     started: float = field(default_factory=time.monotonic)
     cached: bool = False
+    position: int = 0  # place in the queue while queued (1 = next)
+    cancel: threading.Event = field(default_factory=threading.Event)
 
     def status(self) -> dict[str, Any]:
         """What the browser may see (no paths)."""
@@ -64,6 +65,7 @@ class Job:
             "label": self.label,
             "elapsed_s": round(time.monotonic() - self.started, 1),
             "cached": self.cached,
+            "position": self.position,
         }
 
 
@@ -76,7 +78,6 @@ class Entry:
     source: Source
     report: Any
     series: dict[str, Any]
-    pair: Any = None
 
 
 def _file_digest(p: Path, memo: dict[tuple[str, int, int], str]) -> str:
@@ -115,17 +116,46 @@ def pair_key(b_digest: str, t_digest: str) -> str:
 
 
 class Analyses:
-    """Runs analyses one at a time in a worker thread and caches them by content."""
+    """Runs analyses one at a time, in order, in a bounded worker process; caches by content.
 
-    def __init__(self, max_reports: int = 64, max_pairs: int = 3) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ccdiag-analysis")
+    Jobs wait in a queue (each knows its position); a queued or running job can be cancelled.
+    The analysis runs in ``worker.Worker`` (memory, time and gzip limits, see ``worker``); the
+    timeline and the annotated trace are served by a second worker that keeps the last few
+    pairs loaded, so browsing one analysis is not held up by the next one's parse.
+    """
+
+    def __init__(
+        self,
+        max_reports: int = 64,
+        max_pairs: int = 3,
+        limits: Limits | None = None,
+        hold: Any = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.worker = Worker("analysis", self.limits)
+        self.browser = Worker("browse", self.limits, max_pairs=max_pairs)
+        self._hold = hold  # context manager factory: keeps an upload's files while in use
         self._lock = threading.RLock()
         self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._queue: deque[tuple[Job, Source]] = deque()
+        self._wake = threading.Condition(self._lock)
         self._entries: OrderedDict[str, Entry] = OrderedDict()
         self._by_source: dict[str, str] = {}
         self._digests: dict[tuple[str, int, int], str] = {}
         self._timelines: OrderedDict[tuple[str, int, int | None], dict[str, Any]] = OrderedDict()
         self.max_reports, self.max_pairs = max_reports, max_pairs
+        self._running: Job | None = None
+        threading.Thread(target=self._dispatch, name="ccdiag-analysis", daemon=True).start()
+
+    def start_workers(self) -> None:
+        """Start both worker processes now rather than at the first request."""
+        self.worker.start()
+        self.browser.start()
+
+    def close(self) -> None:
+        """End the worker processes."""
+        self.worker.close()
+        self.browser.close()
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -142,7 +172,14 @@ class Analyses:
     def job(self, job_id: object) -> Job | None:
         """A job by id (None for anything unknown)."""
         with self._lock:
-            return self._jobs.get(job_id) if isinstance(job_id, str) else None
+            j = self._jobs.get(job_id) if isinstance(job_id, str) else None
+            if j is not None and j.state == "queued":
+                pos = next((i for i, (q, _) in enumerate(self._queue) if q is j), None)
+                j.position = 0 if pos is None else pos + 1
+                j.stage = f"queued, {_ordinal(j.position)} in line" + (
+                    f" (running: {self._running.label})" if self._running else ""
+                )
+            return j
 
     def cached_key(self, source: Source) -> str | None:
         """The key of a source already analysed (files unchanged), without hashing anything."""
@@ -162,8 +199,34 @@ class Analyses:
             self._jobs[job.id] = job
             while len(self._jobs) > 200:
                 self._jobs.popitem(last=False)
-        self._pool.submit(self._run, job, source)
+            self._queue.append((job, source))
+            self._wake.notify()
         return job
+
+    def cancel(self, job_id: object) -> bool:
+        """Cancel a queued or running job; False when there is no such active job."""
+        with self._lock:
+            j = self._jobs.get(job_id) if isinstance(job_id, str) else None
+            if j is None or j.state not in ("queued", "running"):
+                return False
+            j.cancel.set()
+            if j.state == "queued":
+                self._queue = deque(x for x in self._queue if x[0] is not j)
+                j.state, j.message, j.stage = "error", "cancelled", "cancelled"
+            return True
+
+    def _dispatch(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue:
+                    self._wake.wait()
+                job, source = self._queue.popleft()
+                self._running = job
+            try:
+                self._run(job, source)
+            finally:
+                with self._lock:
+                    self._running = None
 
     def _stage(self, job: Job, i: int) -> None:
         job.stage, job.progress = STAGES[i]
@@ -183,41 +246,42 @@ class Analyses:
             with self._lock:
                 self._by_source[self._source_stamp(source)] = key
             if self.entry(key) is None:
-                self._analyse(job, source, key)
+                with self._hold(source) if self._hold else nullcontext():
+                    self._analyse(job, source, key)
             else:
                 job.cached = True
             job.key, job.progress, job.state, job.stage = key, 1.0, "done", "done"
-        except InputError as exc:
-            job.state, job.message = "error", exc.line()
+        except (InputError, SourceError) as exc:
+            job.state = "error"
+            job.message = exc.line() if isinstance(exc, InputError) else str(exc)
+        except CancelledError:
+            job.state, job.message, job.stage = "error", "cancelled", "cancelled"
+        except RefusedError as exc:
+            job.state, job.message = "error", str(exc)
         except Exception as exc:  # noqa: BLE001 - shown to the user, logged in full
             traceback.print_exc(file=sys.stderr)
             job.state, job.message = "error", f"analysis failed ({type(exc).__name__}): {exc}"
 
-    def _load(self, job: Job, i: int, path: Path) -> Any:
-        """Parse one side, moving the progress bar through stage ``i`` as the reader reports."""
-        self._stage(job, i)
-        lo, hi = STAGES[i][1], STAGES[i + 1][1]
-        base = job.stage
-
-        def progress(task: str, done: int | None = None, total: int | None = None) -> None:
-            if done is not None and total:
+    def _progress(self, job: Job) -> Any:
+        def on(kind: str, i: int, done: int = 0, total: int = 0) -> None:
+            if kind == "stage":
+                self._stage(job, i)
+            elif kind == "parse" and total:
+                lo, hi = STAGES[i][1], STAGES[i + 1][1]
                 job.progress = lo + (hi - lo) * min(done / total, 1.0)
-                job.stage = f"{base} ({100 * done / total:.0f} %)"
+                job.stage = f"{STAGES[i][0]} ({100 * done / total:.0f} %)"
 
-        if "progress" in inspect.signature(api.load_trace).parameters:
-            return api.load_trace(path, progress=progress)
-        return api.load_trace(path)
+        return on
 
     def _analyse(self, job: Job, source: Source, key: str) -> None:
-        b = self._load(job, 1, source.baseline)
-        t = self._load(job, 2, source.treatment)
-        self._stage(job, 3)
-        pair = api.pair(b, t)
-        self._stage(job, 4)
-        report = api.diagnose_pair(pair)
-        self._stage(job, 5)
-        series = api.evidence_series(pair)
-        self._put(Entry(key, source.label, source, report, series, pair))
+        report, series = self.worker.call(
+            "analyse",
+            source.baseline,
+            source.treatment,
+            progress=self._progress(job),
+            cancel=job.cancel,
+        )
+        self._put(Entry(key, source.label, source, report, series))
 
     def _put(self, e: Entry) -> None:
         with self._lock:
@@ -225,9 +289,6 @@ class Analyses:
             self._entries.move_to_end(e.key)
             while len(self._entries) > self.max_reports:
                 self._entries.popitem(last=False)
-            with_pair = [x for x in reversed(self._entries.values()) if x.pair is not None]
-            for old in with_pair[self.max_pairs :]:
-                old.pair = None
 
     @staticmethod
     def _source_stamp(source: Source) -> str:
@@ -244,12 +305,13 @@ class Analyses:
 
     # -- timeline ----------------------------------------------------------------------------
 
-    def _loaded_pair(self, e: Entry) -> Any:
-        with self._lock:
-            if e.pair is None:
-                e.pair = api.load_pair(e.source.baseline, e.source.treatment)
-                self._put(e)
-            return e.pair
+    def _browse(self, e: Entry, op: str, *args: Any) -> Any:
+        """A request to the browse worker about a finished analysis; InputError when refused."""
+        try:
+            with self._hold(e.source) if self._hold else nullcontext():
+                return self.browser.call(op, e.source.baseline, e.source.treatment, *args)
+        except RefusedError as exc:
+            raise InputError(None, str(exc)) from None
 
     def annotated(self, key: str, folder: Path, max_bytes: int) -> Path:
         """The treatment with the diagnosis as tracks (``ccdiag annotate``), gzip, in ``folder``.
@@ -262,15 +324,16 @@ class Analyses:
         size = sum(f.stat().st_size for f in trace_files(e.source.treatment))
         if size > max_bytes:
             raise InputError(None, f"the treatment is {size / 1e6:.0f} MB: annotate it with `ccdiag annotate` instead")  # fmt: skip
+        folder.mkdir(parents=True, exist_ok=True)
         out = folder / f"annotated-{key[:16]}.json.gz"
-        api.annotate_diagnosed(self._loaded_pair(e), e.report, e.source.treatment, out)
+        self._browse(e, "annotate", e.report, out)
         if out.stat().st_size > max_bytes:
             out.unlink()
             raise InputError(None, "the annotated trace is too large to download here: use `ccdiag annotate`")  # fmt: skip
         return out
 
     def timeline(self, key: str, index: int, rank: int | None) -> dict[str, Any]:
-        """One aligned step of a finished analysis (reloads the pair when it was evicted)."""
+        """One aligned step of a finished analysis (the browse worker loads the pair)."""
         e = self.entry(key)
         if e is None:
             raise InputError(None, "this analysis is no longer loaded; choose the pair again")
@@ -278,10 +341,13 @@ class Analyses:
         with self._lock:
             if tkey in self._timelines:
                 return self._timelines[tkey]
-        pair = self._loaded_pair(e)
-        tl = api.step_timeline(pair, index, rank=rank)
+        tl = self._browse(e, "timeline", index, rank)
         with self._lock:
             self._timelines[tkey] = tl
             while len(self._timelines) > 16:
                 self._timelines.popitem(last=False)
         return tl
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import re
+import shutil
+import tempfile
 import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +56,7 @@ class Staged:
     label: str
     nbytes: int
     files: int
+    side: str = "baseline"
 
 
 def _role(name: str) -> tuple[str, str] | None:
@@ -132,15 +139,28 @@ def decoded_size(content: str) -> int:
     return len(b64) * 3 // 4 - b64[-2:].count("=")
 
 
+#: Bytes of staged uploads the server keeps (least recently used evicted first).
+DEFAULT_QUOTA_BYTES = 2_000_000_000
+_B64_CHUNK = 4 << 20  # base64 characters decoded at a time (a multiple of 4)
+
+
 @dataclass
 class Sources:
-    """The pairs this server offers and the uploads it has stored."""
+    """The pairs this server offers and the uploads it has stored.
+
+    Uploads are checked when they arrive (size, base64, and the first bytes of each file: a
+    file that is not a trace is refused at once, before any analysis) and kept under a byte
+    quota: the least recently used uploads are deleted to make room, never one that an
+    analysis is reading (see :meth:`hold`).
+    """
 
     staging: Path
     max_upload_bytes: int
+    quota_bytes: int = DEFAULT_QUOTA_BYTES
     default: Source | None = None
     listed: dict[str, Source] = field(default_factory=dict)
-    _staged: dict[str, Staged] = field(default_factory=dict)
+    _staged: OrderedDict[str, Staged] = field(default_factory=OrderedDict)
+    _held: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, sources: list[Source]) -> None:
@@ -163,9 +183,35 @@ class Sources:
         if isinstance(token, str) and _TOKEN.match(token):
             with self._lock:
                 hit = self._staged.get(token)
-            if hit is not None:
-                return hit
-        raise SourceError("unknown upload: upload the files again")
+                if hit is not None:
+                    self._staged.move_to_end(token)
+                    return hit
+        raise SourceError("unknown upload (or deleted to make room for newer ones): upload the files again")  # fmt: skip
+
+    @property
+    def staged_bytes(self) -> int:
+        """Bytes of uploads stored now."""
+        with self._lock:
+            return sum(s.nbytes for s in self._staged.values())
+
+    @contextmanager
+    def hold(self, source: Source) -> Iterator[None]:
+        """Keep an uploaded pair's files while an analysis reads them (no eviction)."""
+        tokens = list(source.digests or ()) if source.kind == "upload" else []
+        with self._lock:
+            for t in tokens:
+                if t not in self._staged:
+                    raise SourceError("this upload was deleted to make room for newer ones: upload the files again")  # fmt: skip
+            for t in tokens:
+                self._held[t] = self._held.get(t, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for t in tokens:
+                    self._held[t] -= 1
+                    if not self._held[t]:
+                        del self._held[t]
 
     def upload_pair(self, baseline_token: object, treatment_token: object) -> Source:
         """The pair of two staged uploads."""
@@ -184,7 +230,7 @@ class Sources:
         """Check, decode and store one side's uploaded files; the token names them.
 
         Raises:
-            SourceError: too large, not base64, no trace files, or a bad request.
+            SourceError: too large, not base64, not a trace, no room, or a bad request.
         """
         if side not in ("baseline", "treatment"):
             raise SourceError("bad upload request")
@@ -205,38 +251,106 @@ class Sources:
                 f"{self.max_upload_bytes / 1e6:g} MB per side (ccdiag app --max-upload-mb). "
                 "For larger traces start the app with --trace-dir DIR and pick the pair there."
             )
-        files: dict[str, bytes] = {}
+        named = []
         for content, raw_name in zip(contents, filenames):
-            name = safe_name(str(raw_name), f"{side}{len(files)}")
+            name = safe_name(str(raw_name), f"{side}{len(named)}")
             if not name.lower().endswith(TRACE_SUFFIXES):
                 continue  # README, logs, ...: what the folder reader would ignore anyway
-            try:
-                data = base64.b64decode(content.partition(",")[2], validate=True)
-            except (binascii.Error, ValueError):
-                raise SourceError(f"{name}: the upload is not valid base64 data") from None
-            while name in files:
+            while name in (n for n, _ in named):
                 name = "_" + name
-            files[name] = data
-        if not files:
+            named.append((name, content))
+        if not named:
             raise SourceError(
                 f"no trace files in the {side} upload (expected {', '.join(TRACE_SUFFIXES)})"
             )
-        return self._store(side, files)
+        self._make_room(sum(decoded_size(c) for _, c in named))
+        self.staging.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=self.staging))
+        try:
+            digests = {name: _decode_to(content, tmp / name) for name, content in named}
+            for name in digests:
+                _check_trace(tmp / name)
+            return self._store(side, tmp, digests)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
-    def _store(self, side: str, files: dict[str, bytes]) -> Staged:
+    def _make_room(self, nbytes: int) -> None:
+        """Delete least recently used uploads (not held) until ``nbytes`` more fit the quota."""
+        with self._lock:
+            used = sum(s.nbytes for s in self._staged.values())
+            for token in list(self._staged):
+                if used + nbytes <= self.quota_bytes:
+                    break
+                if token in self._held:
+                    continue
+                st = self._staged.pop(token)
+                used -= st.nbytes
+                shutil.rmtree(self.staging / token / st.side, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    (self.staging / token).rmdir()
+            if used + nbytes > self.quota_bytes:
+                raise SourceError(
+                    f"no room for this upload: the server keeps at most "
+                    f"{self.quota_bytes / 1e6:g} MB of uploads and {used / 1e6:.0f} MB are in "
+                    "use by running analyses; try again when they finish"
+                )
+
+    def _store(self, side: str, tmp: Path, digests: dict[str, bytes]) -> Staged:
         h = hashlib.sha256()
-        for name in sorted(files):
-            h.update(name.encode() if len(files) > 1 else b"")
-            h.update(hashlib.sha256(files[name]).digest())
+        for name in sorted(digests):
+            h.update(name.encode() if len(digests) > 1 else b"")
+            h.update(digests[name])
         token = h.hexdigest()[:32]
         folder = self.staging / token / side
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            (folder / name).write_bytes(data)
-        one = len(files) == 1
-        path = folder / next(iter(files)) if one else folder
-        label = next(iter(files)) if one else f"{len(files)} files"
-        st = Staged(token, path, label, sum(len(d) for d in files.values()), len(files))
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        if not folder.exists():
+            tmp.rename(folder)
+        one = len(digests) == 1
+        path = folder / next(iter(digests)) if one else folder
+        label = next(iter(digests)) if one else f"{len(digests)} files"
+        nbytes = sum(f.stat().st_size for f in folder.iterdir())
+        st = Staged(token, path, label, nbytes, len(digests), side)
         with self._lock:
             self._staged[token] = st
+            self._staged.move_to_end(token)
         return st
+
+    def clear(self) -> None:
+        """Delete every staged upload, and the staging folder when it is left empty (at exit)."""
+        with self._lock:
+            self._staged.clear()
+        try:
+            entries = list(self.staging.iterdir())
+        except OSError:
+            return
+        for p in entries:
+            if _TOKEN.match(p.name) or p.name.startswith(".incoming-"):
+                shutil.rmtree(p, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.staging.rmdir()
+
+
+def _decode_to(content: str, dest: Path) -> bytes:
+    """Decode a ``data:...;base64,`` upload into ``dest`` piece by piece; its sha256 digest."""
+    b64 = content.partition(",")[2]
+    h = hashlib.sha256()
+    with open(dest, "wb") as fh:
+        for i in range(0, len(b64), _B64_CHUNK):
+            try:
+                data = base64.b64decode(b64[i : i + _B64_CHUNK], validate=True)
+            except (binascii.Error, ValueError):
+                raise SourceError(f"{dest.name}: the upload is not valid base64 data") from None
+            h.update(data)
+            fh.write(data)
+    return h.digest()
+
+
+def _check_trace(path: Path) -> None:
+    """Refuse a file whose first bytes are no trace format ccdiag reads."""
+    from ccdiag import api
+    from ccdiag.errors import InputError
+
+    try:
+        api.sniff_format(path)
+    except InputError as exc:
+        raise SourceError(f"{exc.line()}; nothing was analysed") from None

@@ -15,20 +15,31 @@ report_schema()               -> dict      JSON Schema of the report contract (`
 load_report(path)             -> Report    read a report written with ``--json``
 compare_reports(old, new)     -> list      share growth per mechanism (the CI gate)
 annotate(b, t, out)           -> dict      the treatment trace with the diagnosis as tracks
+select_rules(rules, options)  -> tuple     rule names and option overrides, checked (--rule)
+parse_rule_options(items)     -> dict      ``KEY=VALUE`` strings (--rule-option), checked
+
+A notebook session: docs/notebook.md (``Report.to_polars()``, ``ccdiag.figures``).
+predict(trace, platform)      -> Prediction the CC cost of a CC-off trace (``ccdiag predict``)
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccdiag.errors import InputError
+from ccdiag.pairing import Pair
 from ccdiag.progress import Progress
 from ccdiag.schema import Trace
+from ccdiag.verdict import Report
 
+# Pair and Report are imported at run time, not only for type checkers, so that
+# ``typing.get_type_hints(api.diagnose)`` and notebooks' signature help resolve them.
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from ccdiag.verdict import Report
+    from ccdiag.rules._base import Rule
 
 #: Readers that take a ``progress`` callback (a folder passes it to each file's reader).
 _PROGRESS_FORMATS = ("kineto", "nsys_sqlite", "nsys_rep")
@@ -55,12 +66,57 @@ def load_trace(
     from ccdiag import steps
     from ccdiag.parsers import read, sniff
 
+    _refuse_pair_folder(Path(path))
     if progress is not None:
         p = Path(path)
         if p.is_dir() or sniff(p) in _PROGRESS_FORMATS:
             options["progress"] = progress
     trace = read(path, **options)
     return steps.assign_steps(trace, marker=step)
+
+
+def sniff_format(path: str | Path) -> str:
+    """The format of a trace file or folder from its first bytes (never its name).
+
+    Returns:
+        ``kineto``, ``nsys_sqlite``, ``nsys_rep`` or ``nsys_csv``.
+
+    Raises:
+        InputError: not a trace format ccdiag reads (one line naming the file).
+    """
+    from ccdiag.parsers import sniff
+
+    return sniff(Path(path))
+
+
+_PAIR_ROLES = (("baseline", "treatment"), ("cc_off", "cc_on"))
+_TRACE_ENDINGS = (".json", ".json.gz", ".sqlite", ".nsys-rep")
+
+
+def _refuse_pair_folder(folder: Path) -> None:
+    """A folder holding one baseline/treatment pair is not a folder of ranks: say so (exit 2)."""
+    if not folder.is_dir():
+        return
+    try:
+        names = sorted(
+            p.name
+            for p in folder.iterdir()
+            if p.is_file() and p.name.endswith(_TRACE_ENDINGS) and not p.name.endswith(".meta.json")
+        )
+    except OSError:
+        return
+    if any("rank" in n.lower() for n in names):
+        return
+    for b_role, t_role in _PAIR_ROLES:
+        b = [n for n in names if n.lower().startswith(b_role)]
+        t = [n for n in names if n.lower().startswith(t_role)]
+        if b and t:
+            raise InputError(
+                folder,
+                f"this folder holds a {b_role}/{t_role} pair ({b[0]}, {t[0]}), not one trace "
+                f"per rank: give the two files, e.g. ccdiag analyze {folder.name}/{b[0]} "
+                f"{folder.name}/{t[0]}",
+            )
 
 
 def summarize(trace: Trace) -> dict[str, Any]:
@@ -76,7 +132,7 @@ def load_pair(
     *,
     step: str | None = None,
     progress: Progress | None = None,
-) -> Any:
+) -> Pair:
     """Load both sides and check they are the same workload (raises PairMismatchError)."""
     from ccdiag.pairing import pair_traces
 
@@ -87,19 +143,63 @@ def load_pair(
 
 
 def diagnose(
-    baseline: str | Path, treatment: str | Path, *, progress: Progress | None = None, **options: Any
-) -> Any:
+    baseline: str | Path,
+    treatment: str | Path,
+    *,
+    progress: Progress | None = None,
+    rules: Sequence[str] | None = None,
+    rule_options: Mapping[str, Mapping[str, Any]] | None = None,
+    scheduler: str | None = None,
+    baseline_runs: list[str | Path] | None = None,
+    treatment_runs: list[str | Path] | None = None,
+    **options: Any,
+) -> Report:
     """Partition the per-step slowdown of treatment vs baseline into mechanisms.
 
-    ``progress`` (optional) hears from the parsers, then ``("diagnosing", 0, 1)`` and
-    ``("diagnosing", 1, 1)`` around the rules.
+    A folder of several per-rank traces, a folder of runs, or extra runs
+    (``baseline_runs`` / ``treatment_runs``, added to ``baseline`` / ``treatment``) make a
+    *job*: one task per rank and run on ``scheduler`` (``auto``, ``inprocess``, ``local[:N]``,
+    ``tcp://HOST:PORT``; see :mod:`ccdiag.distributed`), reduced into one report with
+    ``ranks``, ``stragglers``, ``scheduler`` and ``job``.
+
+    Args:
+        baseline: the CC-off trace (file, folder of ranks, or folder of runs).
+        treatment: the CC-on trace.
+        progress: hears from the parsers, then ``("diagnosing", 0, 1)`` and
+            ``("diagnosing", 1, 1)`` around the rules (a job: ``("ranks analyzed", done,
+            total)``).
+        rules: run only these rules (codes, names or mechanisms, e.g. ``["LA01"]``); the
+            time of the others stays ``unattributed``. None: every rule.
+        rule_options: per rule (code, name or mechanism), option overrides, e.g.
+            ``{"LA01": {"min_toll_ns": 500}}``; checked against the rule's declared options
+            (``InputError`` naming the option when unknown or of the wrong type).
+        scheduler: where a job's tasks run (None: ``auto``).
+        baseline_runs: more baseline runs (repeated runs: run-to-run CIs).
+        treatment_runs: more treatment runs.
+        **options: ``step`` (the step marker), or passed to the engine.
     """
+    from ccdiag import distributed
     from ccdiag.engine import diagnose_pair as _engine
 
+    selected, checked = select_rules(rules, rule_options)
+    for side in (baseline, treatment, *(baseline_runs or []), *(treatment_runs or [])):
+        _refuse_pair_folder(Path(side))  # before a folder is taken for ranks or runs
+    b_runs = distributed.expand_runs(Path(baseline)) + [Path(p) for p in baseline_runs or []]
+    t_runs = distributed.expand_runs(Path(treatment)) + [Path(p) for p in treatment_runs or []]
+    if distributed.is_job(b_runs, t_runs):
+        return distributed.analyze_job(
+            b_runs,
+            t_runs,
+            scheduler=scheduler,
+            step=options.pop("step", None),
+            rules=selected,
+            rule_options=checked,
+            progress=progress,
+        )
     pair = load_pair(baseline, treatment, step=options.pop("step", None), progress=progress)
     if progress is not None:
         progress("diagnosing", 0, 1)
-    report = _engine(pair, **options)
+    report = _engine(pair, rules=selected, rule_options=checked, **options)
     if progress is not None:
         progress("diagnosing", 1, 1)
     return report
@@ -220,7 +320,7 @@ def annotate(
 
 
 def annotate_diagnosed(
-    pair: Any, report: Any, treatment: str | Path, out: str | Path
+    pair: Pair, report: Report, treatment: str | Path, out: str | Path
 ) -> dict[str, Any]:
     """:func:`annotate` for a pair already loaded and diagnosed (the dashboard's export)."""
     from ccdiag.annotate import annotate_pair
@@ -249,7 +349,7 @@ def emulate(
     return run_emulated(cmd, platform, mechanisms, layer=layer, out=Path(out) if out else None)
 
 
-def pair(baseline: Trace, treatment: Trace) -> Any:
+def pair(baseline: Trace, treatment: Trace) -> Pair:
     """Align two loaded traces (``load_trace``) and check they are the same workload.
 
     Raises:
@@ -260,20 +360,32 @@ def pair(baseline: Trace, treatment: Trace) -> Any:
     return pair_traces(baseline, treatment)
 
 
-def diagnose_pair(pair: Any, **options: Any) -> Any:
-    """``diagnose`` for an already loaded pair (``load_pair`` / ``pair``): the Report."""
+def diagnose_pair(
+    pair: Pair,
+    *,
+    rules: Sequence[str] | None = None,
+    rule_options: Mapping[str, Mapping[str, Any]] | None = None,
+    **options: Any,
+) -> Report:
+    """``diagnose`` for an already loaded pair (``load_pair`` / ``pair``): the Report.
+
+    ``rules`` and ``rule_options`` as in :func:`diagnose` (names checked, values typed).
+    """
     from ccdiag.engine import diagnose_pair as _diagnose_pair
 
-    return _diagnose_pair(pair, **options)
+    selected, checked = select_rules(rules, rule_options)
+    return _diagnose_pair(pair, rules=selected, rule_options=checked, **options)
 
 
-def _as_pair(pair_or_paths: Any) -> Any:
+def _as_pair(pair_or_paths: Pair | tuple[str | Path, str | Path]) -> Pair:
     if isinstance(pair_or_paths, (tuple, list)):
         return load_pair(*pair_or_paths)
     return pair_or_paths
 
 
-def evidence_series(pair_or_paths: Any, *, max_points: int = 1500) -> dict[str, Any]:
+def evidence_series(
+    pair_or_paths: Pair | tuple[str | Path, str | Path], *, max_points: int = 1500
+) -> dict[str, Any]:
     """Per-event samples behind the evidence, both runs, JSON-ready (for figures).
 
     Args:
@@ -291,7 +403,11 @@ def evidence_series(pair_or_paths: Any, *, max_points: int = 1500) -> dict[str, 
 
 
 def step_timeline(
-    pair_or_paths: Any, step_index: int, *, rank: int | None = None, max_events: int = 4000
+    pair_or_paths: Pair | tuple[str | Path, str | Path],
+    step_index: int,
+    *,
+    rank: int | None = None,
+    max_events: int = 4000,
 ) -> dict[str, Any]:
     """One aligned step of both runs as lanes of events, with each event's mechanism.
 
@@ -307,3 +423,153 @@ def step_timeline(
     from ccdiag.timeline import step_timeline as _timeline
 
     return _timeline(_as_pair(pair_or_paths), step_index, rank=rank, max_events=max_events)
+
+
+# --------------------------------------------------------------------------- rule selection
+# ``ccdiag analyze --rule CODE --rule-option KEY=VALUE`` (like ``nsys analyze --rule``): the
+# names are resolved and the option values checked against each rule's declared ``Options``
+# before any trace is read, so a typo costs one line and exit status 2, not a long load.
+
+
+def select_rules(
+    rules: Sequence[str] | None = None,
+    rule_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[tuple[type[Rule], ...] | None, dict[str, dict[str, Any]]]:
+    """Resolve rule names and check option overrides against the rules' declared Options.
+
+    Args:
+        rules: codes, names or mechanisms (``find_rule``); None: every rule.
+        rule_options: per rule, ``{option: value}``; a string value is converted to the
+            option's type (``"500"`` for an int option).
+
+    Returns:
+        The rule classes (None: the registry) and the overrides keyed by rule code.
+
+    Raises:
+        InputError: an unknown rule or option, or a value that is not of the option's type.
+    """
+    from ccdiag.rules import find_rule
+
+    selected = tuple(dict.fromkeys(find_rule(r) for r in rules)) if rules else None
+    checked: dict[str, dict[str, Any]] = {}
+    for key, overrides in (rule_options or {}).items():
+        rule = find_rule(key)
+        if selected is not None and rule not in selected:
+            raise InputError(None, f"option for {rule.code}, which --rule does not select")
+        declared = {n: d for n, d, _ in rule.option_docs()}
+        for name, value in overrides.items():
+            if name not in declared:
+                known = ", ".join(declared) or "none"
+                raise InputError(None, f"{rule.code} has no option '{name}'; its options: {known}")
+            checked.setdefault(rule.code, {})[name] = _option_value(
+                rule.code, name, value, declared[name]
+            )
+    return selected, checked
+
+
+def parse_rule_options(
+    items: Sequence[str], rules: Sequence[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """``KEY=VALUE`` strings (``--rule-option``) as ``{rule code: {option: value}}``.
+
+    ``KEY`` is ``RULE.OPTION`` (``LA01.min_toll_ns``) or a bare ``OPTION`` when exactly one of
+    the selected rules (all rules when ``rules`` is None) declares it. Values are checked as in
+    :func:`select_rules`; every problem is an ``InputError`` with one line.
+    """
+    from ccdiag.rules import REGISTRY, find_rule
+
+    pool = select_rules(rules)[0] or REGISTRY
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise InputError(
+                None, f"--rule-option '{item}': expected KEY=VALUE, e.g. LA01.min_toll_ns=500"
+            )
+        rule_key, dot, name = key.strip().rpartition(".")
+        if dot:
+            code = find_rule(rule_key).code
+        else:
+            owners = [r.code for r in pool if name in {n for n, _, _ in r.option_docs()}]
+            if not owners:
+                known = "; ".join(
+                    f"{r.code}: {', '.join(n for n, _, _ in r.option_docs())}" for r in pool
+                )
+                raise InputError(
+                    None, f"--rule-option '{item}': no rule has option '{name}' ({known})"
+                )
+            if len(owners) > 1:
+                raise InputError(
+                    None,
+                    f"--rule-option '{item}': '{name}' is an option of {', '.join(owners)}; "
+                    f"write RULE.{name}, e.g. {owners[0]}.{name}",
+                )
+            code = owners[0]
+        out.setdefault(code, {})[name] = value.strip()
+    select_rules(rules, out)  # the same checks as the API's
+    return out
+
+
+def _option_value(code: str, name: str, value: Any, default: Any) -> Any:
+    """``value`` as the type of the option's default (int, float, bool or str)."""
+    kind = type(default)
+    if not isinstance(value, str):
+        if isinstance(value, kind) or (kind is float and isinstance(value, int)):
+            return kind(value)
+        raise InputError(None, f"{code}.{name} must be {kind.__name__}, got {value!r}")
+    try:
+        if kind is bool:
+            return {"true": True, "1": True, "false": False, "0": False}[value.lower()]
+        return kind(float(value)) if kind is int and "e" in value.lower() else kind(value)
+    except (KeyError, ValueError):
+        raise InputError(None, f"{code}.{name} must be {kind.__name__}, got '{value}'") from None
+# --- predict (issue 13): the CC cost of a CC-off trace on a platform profile
+
+
+def predict(
+    trace_or_path: Trace | str | Path,
+    platform: str | Path = "b200",
+    step: str | None = None,
+    unprofiled_step_ns: float | None = None,
+) -> Any:
+    """Predict the CC-on step time of a CC-off trace and its partition into mechanisms.
+
+    Args:
+        trace_or_path: a loaded trace, or any trace file / folder ``load_trace`` reads.
+        platform: ``h100``, ``b200``, ``b300`` or the path of a platform YAML file.
+        step: name of the step marker; detected when None.
+        unprofiled_step_ns: the CC-off step time measured without a profiler, if known: the
+            profiler's host overhead is taken out of the trace before CC costs are added.
+
+    Returns:
+        A ``ccdiag.predict.Prediction``: ``baseline_step_ns``, ``predicted_step_ns`` (median,
+        low, high), ``mechanisms``, ``fixes`` (alternatives marked), ``warnings``.
+
+    Raises:
+        InputError: unknown platform (the message lists the known ones), a bad platform file,
+            or a bad trace.
+    """
+    from ccdiag.predict import predict as _predict
+
+    return _predict(trace_or_path, platform, step=step, unprofiled_step_ns=unprofiled_step_ns)
+
+
+def list_platforms() -> list[str]:
+    """The shipped platform profiles (``ccdiag predict --platform NAME``)."""
+    from ccdiag.platforms import known_platforms
+
+    return known_platforms()
+
+
+def load_platform(name_or_path: str | Path) -> Any:
+    """A platform profile (``ccdiag.platforms.Platform``) by name or YAML path, validated."""
+    from ccdiag.platforms import load_platform as _load
+
+    return _load(name_or_path)
+
+
+def prediction_schema() -> dict[str, Any]:
+    """JSON Schema of ``ccdiag predict --json`` (``docs/schema/predict-v<major>.json``)."""
+    from ccdiag.predict import prediction_schema as _schema
+
+    return _schema()

@@ -43,8 +43,23 @@ StepOpt = Annotated[
 ]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from ccdiag import __version__
+
+        sys.stdout.write(f"ccdiag {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Diagnose why GPU workloads run slower under NVIDIA Confidential Computing."""
     # A callback keeps typer in multi-command mode (``ccdiag summary TRACE``) even while only
     # one command is registered.
@@ -135,6 +150,36 @@ def summary(
     render_summary(result)
 
 
+RuleOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--rule",
+        "-r",
+        metavar="RULE",
+        help="Run only this rule (code, name or mechanism; repeat or comma-separate); "
+        "the others' time stays unattributed. List them with 'ccdiag rules'.",
+    ),
+]
+RuleOptionOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--rule-option",
+        metavar="KEY=VALUE",
+        help="Override a rule's option, e.g. LA01.min_toll_ns=500 (or min_toll_ns=500 when one "
+        "selected rule declares it); repeat for more. 'ccdiag explain RULE' lists them.",
+    ),
+]
+StepsCsvOpt = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option(
+        "--steps-csv",
+        metavar="FILE",
+        help="Write the per-step table (both step times, the delta, each mechanism's ns) as "
+        "CSV to FILE, or '-' for stdout.",
+    ),
+]
+
+
 @app.command()
 def analyze(
     baseline: Annotated[Path, typer.Argument(help="CC-off trace (file or folder of ranks).")],
@@ -151,22 +196,96 @@ def analyze(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print the one-line verdict.")
     ] = False,
+    rule: RuleOpt = None,
+    rule_option: RuleOptionOpt = None,
+    steps_csv: StepsCsvOpt = None,
+    scheduler: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--scheduler",
+            help="Where per-rank tasks run: auto (default), inprocess, local[:N] (a Dask "
+            "LocalCluster of N worker processes) or tcp://HOST:PORT (an existing Dask cluster).",
+        ),
+    ] = None,
+    baseline_run: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option("--baseline-run", help="Another baseline run (repeatable): run-to-run CIs."),
+    ] = None,
+    treatment_run: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Option("--treatment-run", help="Another treatment run (repeatable)."),
+    ] = None,
 ) -> None:
     """Partition the per-step slowdown of TREATMENT vs BASELINE into CC mechanisms.
 
-    Example: ccdiag analyze baseline.json.gz treatment.json.gz --json report.json --fail-over 20
+    Folders of per-rank traces (or of runs, or extra --baseline-run / --treatment-run) are
+    analyzed rank by rank as a job, on --scheduler, with per-rank verdicts and stragglers.
+
+    Examples:
+
+        ccdiag analyze baseline.json.gz treatment.json.gz --json report.json --fail-over 20
+
+        ccdiag analyze base.json.gz cc.json.gz --rule LA01 --rule-option min_toll_ns=500
+
+        ccdiag analyze base.json.gz cc.json.gz --steps-csv steps.csv
+
+        ccdiag analyze base_ranks/ cc_ranks/ --scheduler local:8
     """
     from ccdiag import api
     from ccdiag.report.analysis import render_verdict
 
+    if sum(d == "-" for d in (json_out, steps_csv)) > 1:
+        raise InputError(None, "only one of --json/--steps-csv can write to stdout ('-')")
+    rules = [r.strip() for item in rule or [] for r in item.split(",") if r.strip()] or None
+    overrides = api.parse_rule_options(rule_option or [], rules)  # checked before any load
     with _progress(not quiet) as progress:
-        report = api.diagnose(baseline, treatment, step=step, progress=progress)
+        report = api.diagnose(
+            baseline,
+            treatment,
+            step=step,
+            progress=progress,
+            rules=rules,
+            rule_options=overrides,
+            scheduler=scheduler,
+            baseline_runs=baseline_run,
+            treatment_runs=treatment_run,
+        )
     if json_out is not None:
         _write_text(api.render_report(report, "json"), json_out)
-    if json_out != "-":
+    if steps_csv is not None:
+        _write_text(report.to_polars("steps").write_csv(), steps_csv)
+    if "-" not in (json_out, steps_csv):
         render_verdict(report, quiet=quiet)
+    _swap_hint(report)
+    _partial_job(report)
     if _fail_over(report, fail_over):
         raise typer.Exit(1)
+
+
+def _swap_hint(report: Report) -> None:
+    """On stderr: a hint when BASELINE and TREATMENT look swapped (CC mode, or a speed-up)."""
+    modes = (report.baseline.metadata.get("cc_mode"), report.treatment.metadata.get("cc_mode"))
+    st = report.step_ns
+    if (modes[0] == "on" and modes[1] != "on") or (modes[1] == "off" and modes[0] != "off"):
+        why = f"the metadata says CC mode '{modes[0]}' for BASELINE, '{modes[1]}' for TREATMENT"
+    elif st.significant and st.ratio < 0.9:
+        why = f"the treatment is {st.ratio:.2f}x the baseline (faster)"
+    else:
+        return
+    sys.stderr.write(
+        f"ccdiag: hint: {why}: are BASELINE and TREATMENT swapped? "
+        "Give the CC-off run first, the CC-on run second.\n"
+    )
+def _partial_job(report: Report) -> None:
+    """A job with ranks that have no result: the report is out, and the exit status says so."""
+    missing = report.job.missing_ranks if report.job is not None else []
+    if not missing:
+        return
+    errors = {r.rank: r.error for r in report.ranks or [] if r.error}
+    first = errors.get(missing[0], "no result")
+    more = f" (and {len(missing) - 1} more rank(s))" if len(missing) > 1 else ""
+    sys.stderr.write(f"ccdiag: partial result: rank {missing[0]} failed: {first}{more}"[:300] + "\n")
+    raise typer.Exit(2)
 
 
 @app.command()
@@ -298,7 +417,13 @@ TreatmentArg = Annotated[Path, typer.Argument(help="CC-on trace (file or folder 
 @app.command()
 def report(
     baseline: BaselineArg,
-    treatment: TreatmentArg,
+    treatment: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Argument(
+            help="CC-on trace (file or folder of ranks). Without it: what CC will cost BASELINE "
+            "(a prediction, see ccdiag predict)."
+        ),
+    ] = None,
     md: MdOpt = None,
     html: HtmlOpt = None,
     json_out: JsonOpt = None,
@@ -309,6 +434,9 @@ def report(
     baseline_report: OldReportOpt = None,
     max_share_growth: ShareGrowthOpt = 5.0,
     quiet: QuietOpt = False,
+    platform: Annotated[
+        str, typer.Option("--platform", help="With one trace: the platform to predict for.")
+    ] = "b200",
 ) -> None:
     """Write the diagnosis as files to attach to a bug report: Markdown, HTML, JSON.
 
@@ -330,6 +458,9 @@ def report(
         targets["md"] = "-"
     if sum(v == "-" for v in targets.values()) > 1:
         raise InputError(None, "only one of --md/--html/--json can write to stdout ('-')")
+    if treatment is None:  # one CC-off trace: the prediction section (issue 13)
+        _report_prediction(baseline, platform, targets, step, quiet)
+        return
     old = api.load_report(baseline_report) if baseline_report is not None else None
     with _progress(not quiet) as progress:
         rep = api.diagnose(baseline, treatment, step=step, progress=progress)
@@ -352,6 +483,29 @@ def report(
         raise typer.Exit(1)
 
 
+def _report_prediction(
+    trace: Path, platform: str, targets: dict[str, str | None], step: str | None, quiet: bool
+) -> None:
+    """``ccdiag report TRACE``: the prediction as Markdown / HTML / JSON files."""
+    from ccdiag import api
+    from ccdiag.report.predict import render_html, render_markdown
+
+    plat = api.load_platform(platform)
+    with _progress(not quiet) as progress:
+        pred = api.predict(api.load_trace(trace, step=step, progress=progress), plat)
+    render = {
+        "md": render_markdown,
+        "html": render_html,
+        "json": lambda p: p.model_dump_json(indent=2) + "\n",
+    }
+    for fmt, dest in targets.items():
+        if dest:
+            _write_text(render[fmt](pred), dest)
+    if not quiet:
+        done = ", ".join(f"{f} -> {'stdout' if d == '-' else d}" for f, d in targets.items() if d)
+        sys.stderr.write(f"ccdiag: prediction for {plat.name}; wrote {done}\n")
+
+
 def _share_gate(rows: list[dict], limit: float) -> bool:
     """Print the mechanisms whose share grew beyond ``limit`` points; True when any did."""
     bad = [r for r in rows if r["exceeded"]]
@@ -368,7 +522,15 @@ def _share_gate(rows: list[dict], limit: float) -> bool:
 def annotate(
     baseline: BaselineArg,
     treatment: Annotated[Path, typer.Argument(help="CC-on trace: the one that gets annotated.")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Output: FILE (.gz: gzip) or '-'.")],
+    out: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output: FILE (.gz: gzip) or '-'. Default: TREATMENT's name with "
+            "'.annotated.json.gz', in the current folder.",
+        ),
+    ] = None,
     step: StepOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -381,12 +543,13 @@ def annotate(
 
     Examples:
 
-        ccdiag annotate base.json.gz cc.json.gz -o cc.annotated.json.gz
+        ccdiag annotate base.json.gz cc.json.gz   (writes cc.annotated.json.gz)
 
         ccdiag annotate base.sqlite cc.sqlite -o cc.trace.json   (open it in ui.perfetto.dev)
     """
     from ccdiag import api
 
+    out = out or _annotated_name(treatment)
     with _progress(not quiet) as progress:
         result = api.annotate(baseline, treatment, out, step=step, progress=progress)
     if not quiet:
@@ -398,9 +561,24 @@ def annotate(
         )
 
 
+def _annotated_name(treatment: Path) -> str:
+    """``cc.json.gz`` -> ``cc.annotated.json.gz`` (a folder or ``cc.sqlite``: ``cc.annotated...``)."""
+    name = treatment.resolve().name
+    for suffix in (".pt.trace.json.gz", ".json.gz", ".pt.trace.json", ".json", ".csv.gz"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    else:
+        name = Path(name).stem if treatment.is_file() else name
+    return f"{name}.annotated.json.gz"
+
+
 @app.command()
 def schema(
     out: Annotated[str, typer.Option("--out", "-o", help="FILE, or '-' for stdout.")] = "-",
+    predict_schema: Annotated[
+        bool, typer.Option("--predict", help="The schema of `ccdiag predict --json` instead.")
+    ] = False,
 ) -> None:
     """Print the JSON Schema of the report contract (analyze --json, report --json).
 
@@ -412,7 +590,63 @@ def schema(
     """
     from ccdiag import api
 
-    _write_json(api.report_schema(), out)
+    _write_json(api.prediction_schema() if predict_schema else api.report_schema(), out)
+
+
+# --- predict (issue 13) -------------------------------------------------------------------
+
+PlatformOpt = Annotated[
+    str,
+    typer.Option(
+        "--platform",
+        help="h100 | b200 | b300, or a platform YAML file (copy one from ccdiag/platforms/).",
+    ),
+]
+
+
+@app.command()
+def predict(
+    trace: Annotated[Path, typer.Argument(help="CC-off trace (file or folder of ranks).")],
+    platform: PlatformOpt = "b200",
+    json_out: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--json", help="Write the prediction as JSON to FILE, or '-' for stdout."),
+    ] = None,
+    step: StepOpt = None,
+    quiet: QuietOpt = False,
+    unprofiled_step_ms: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(
+            "--unprofiled-step-ms",
+            help="The CC-off step time measured WITHOUT a profiler (ms): the trace's profiler "
+            "overhead is taken out before CC costs are added.",
+        ),
+    ] = None,
+) -> None:
+    """Predict the CC-on step time of a CC-off trace, its mechanisms, and what each fix recovers.
+
+    Examples:
+
+        ccdiag predict baseline.json.gz --platform b200
+
+        ccdiag predict run.sqlite --platform ./my_platform.yaml --json prediction.json
+    """
+    from ccdiag import api
+    from ccdiag.report.predict import render_text
+
+    plat = api.load_platform(platform)  # a bad --platform fails before the trace is parsed
+    with _progress(not quiet and json_out != "-") as progress:
+        tr = api.load_trace(trace, step=step, progress=progress)
+    if unprofiled_step_ms is not None and not unprofiled_step_ms > 0:
+        raise InputError(None, "--unprofiled-step-ms must be a positive number of milliseconds")
+    unprof = unprofiled_step_ms * 1e6 if unprofiled_step_ms else None
+    pred = api.predict(tr, plat, unprofiled_step_ns=unprof)
+    for w in pred.warnings:
+        sys.stderr.write(f"ccdiag: warning: {w}\n")
+    if json_out is not None:
+        _write_text(pred.model_dump_json(indent=2) + "\n", json_out)
+    if json_out != "-" and not quiet:
+        render_text(pred.model_copy(update={"warnings": []}))
 
 
 @app.command("app")
@@ -439,11 +673,30 @@ def app_cmd(
     max_upload_mb: Annotated[
         float, typer.Option("--max-upload-mb", help="Largest upload accepted per side (MB).")
     ] = 200.0,
+    max_analysis_mb: Annotated[
+        float,
+        typer.Option(
+            "--max-analysis-mb", help="Memory one analysis may use, in its worker process (MB)."
+        ),
+    ] = 2048.0,
+    max_analysis_s: Annotated[
+        float, typer.Option("--max-analysis-s", help="Time one analysis may take (s).")
+    ] = 300.0,
+    upload_quota_mb: Annotated[
+        float,
+        typer.Option("--upload-quota-mb", help="Uploads kept at most (MB); oldest deleted first."),
+    ] = 2000.0,
 ) -> None:
     """Open the dashboard: overview, one page per mechanism, timeline, fixes, export.
 
     Example: ccdiag app --trace-dir ./traces   (then open http://127.0.0.1:8050)
     """
+    import importlib.util
+
+    if importlib.util.find_spec("dash") is None:
+        raise InputError(
+            None, "the dashboard needs Dash, which is not installed: pip install 'ccdiag[app]'"
+        )
     from ccdiag.app import create_app, run
 
     if (baseline is None) != (treatment is None):
@@ -455,7 +708,15 @@ def app_cmd(
         raise InputError(trace_dir, "--trace-dir is not a folder")
     sys.stderr.write(f"ccdiag app: http://{host}:{port}/\n")
     run(
-        create_app(baseline, treatment, trace_dir=trace_dir, max_upload_mb=max_upload_mb),
+        create_app(
+            baseline,
+            treatment,
+            trace_dir=trace_dir,
+            max_upload_mb=max_upload_mb,
+            max_analysis_mb=max_analysis_mb,
+            max_analysis_s=max_analysis_s,
+            upload_quota_mb=upload_quota_mb,
+        ),
         host,
         port,
     )
@@ -463,6 +724,10 @@ def app_cmd(
 
 def main() -> None:
     """Entry point: runs the typer app, turning input errors into exit status 2."""
+    if not sys.warnoptions:  # library warnings (polars ...) are not ccdiag's messages (#18)
+        import warnings
+
+        warnings.simplefilter("ignore")
     try:
         app()
     except InputError as exc:

@@ -224,8 +224,8 @@ def predict_narrower_tp(
     dbw = dper_byte * nbytes
     rec = k * (max(dfixed, 0.0) * (1 - f_fixed) + max(dbw, 0.0) * (1 - f_ring)) * share
     how = (
-        f"fit time = fixed + bytes/bandwidth in both runs: +{dfixed / 1e3:.2f} us fixed and "
-        f"+{dbw / 1e3:.2f} us of bandwidth per {nbytes / MIB:.2f} MiB collective; TP {n} -> "
+        f"fit time = fixed + bytes/bandwidth in both runs: {dfixed / 1e3:+.2f} us fixed and "
+        f"{dbw / 1e3:+.2f} us of bandwidth per {nbytes / MIB:.2f} MiB collective; TP {n} -> "
         f"{n_new} keeps {f_fixed:.2f} of the crypto operations (n-1) and {f_ring:.2f} of the "
         f"ring traffic per GPU (2(n-1)/n); x {k:.0f} collectives x {share:.2f} exposed"
     )
@@ -300,3 +300,34 @@ def facts_of_pair(pair: Any) -> Facts | None:
         for s in (pair.baseline, pair.treatment)
     )
     return facts(gb, gt, *every)
+
+
+def cost_at_world_size(
+    fb: CostFit, ft: CostFit, k: float, n: int, n_new: int, nbytes: float, dt: float
+) -> tuple[float, float, str]:
+    """CC growth of the collectives per step (low, high ns) at ring size ``n_new``, from what
+    was measured at ``n``: the fixed cost per collective scales with the crypto operations
+    (n−1), the bandwidth cost with the per-GPU ring traffic 2(n−1)/n (:func:`_tp_scale`).
+
+    Returns:
+        (low, high, method); low == high when the fits separate the fixed and per-byte parts.
+    """
+    f_fixed, f_ring = _tp_scale(n, n_new)
+    g = _growth(fb, ft)
+    if g is None or nbytes <= 0:
+        lo, hi = sorted((f_fixed, f_ring))
+        base = k * max(dt, 0.0)
+        how = (
+            f"{k:.0f} collectives/step x {dt / 1e3:+.2f} us growth each at n={n}; fixed and "
+            f"per-byte parts not separable, so between x{lo:.2f} and x{hi:.2f} at n={n_new} "
+            "((n'-1)/(n-1) crypto operations, 2(n'-1)/n' ring traffic)"
+        )
+        return base * lo, base * hi, how
+    dfixed, dper_byte = g
+    dbw = dper_byte * nbytes
+    cost = k * (max(dfixed, 0.0) * f_fixed + max(dbw, 0.0) * f_ring)
+    how = (
+        f"{k:.0f} collectives/step x ({dfixed / 1e3:+.2f} us fixed x {f_fixed:.2f} + "
+        f"{dbw / 1e3:+.2f} us bandwidth x {f_ring:.2f}) at n={n_new}"
+    )
+    return cost, cost, how

@@ -10,7 +10,6 @@ noise).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,18 @@ def load_report(path: Path) -> Report:
     Raises:
         InputError: unreadable, not JSON, another major contract version, or not a report.
     """
+    import pydantic_core
+
+    from ccdiag.limits import open_regular
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open_regular(path, "a report file") as fh:
+            raw = fh.read()
+        # pydantic's parser: strict UTF-8, no lone surrogates (json.loads accepts both)
+        data = pydantic_core.from_json(raw)
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise InputError(path, f"not a JSON report ({exc})") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise InputError(path, "not a ccdiag report (no schema_version); write one with --json")

@@ -298,6 +298,11 @@ def _fmt(ns: float) -> str:
     )
 
 
+def _signed(ns: float) -> str:
+    """``+1.61 ms`` / ``-300.0 us``: never ``+-`` (a treatment faster than its baseline)."""
+    return ("+" if ns >= 0 else "-") + _fmt(abs(ns))
+
+
 def _verdict(total: int, atts: list[Attribution], pair: Pair, steady: int) -> str:
     st = pair.step_times
     if not st.significant:
@@ -310,17 +315,17 @@ def _verdict(total: int, atts: list[Attribution], pair: Pair, steady: int) -> st
         ]
         if pair.whole_program and sure:
             line += "; per-event evidence: " + ", ".join(
-                f"{a.mechanism} +{_fmt(a.ns_per_step)}" for a in sure
+                f"{a.mechanism} {_signed(a.ns_per_step)}" for a in sure
             )
         return line
-    head = f"treatment is {st.ratio:.2f}x the baseline (+{_fmt(total)}/step)"
+    head = f"treatment is {st.ratio:.2f}x the baseline ({_signed(total)}/step)"
     ranked = [a for a in atts if a.ns_per_step > 0.005 * abs(total)]  # below 0.5 %: not named
     if not ranked:
         return head + "; no mechanism explains it"
     top = ", ".join(f"{a.mechanism} {a.share:.0%}" for a in ranked[:3])
     if pair.whole_program and any(a.mechanism == "one_time_setup" for a in ranked):
         steady_top = [a for a in ranked if a.mechanism != "one_time_setup"][:1]
-        tail = f"; steady state +{_fmt(steady)}" + (
+        tail = f"; steady state {_signed(steady)}" + (
             f", led by {steady_top[0].mechanism}" if steady_top else ""
         )
         return head + f": {top}{tail}"

@@ -13,9 +13,15 @@ class InputError(Exception):
         problem: one line saying what is wrong and, where possible, what to do.
     """
 
+    #: Longest problem text kept (a message echoing a huge field must stay one readable line).
+    MAX_PROBLEM = 240
+
     def __init__(self, path: str | Path | None, problem: str) -> None:
         self.path = None if path is None else Path(path)
-        self.problem = " ".join(str(problem).split())
+        text = " ".join(str(problem).split())
+        if len(text) > self.MAX_PROBLEM:
+            text = text[: self.MAX_PROBLEM - 3] + "..."
+        self.problem = text
         super().__init__(self.line())
 
     def line(self) -> str:

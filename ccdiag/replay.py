@@ -49,6 +49,40 @@ class Injection:
     kernel_factor: float = 1.0  # scale compute kernels (to build GPU-bound scenarios)
 
 
+@dataclass(frozen=True)
+class RowCosts:
+    """Per-event costs for :func:`replay` (added for ``ccdiag predict``; all optional).
+
+    Arrays are indexed by the trace's event rows (length ``events.height``); only the rows the
+    replay models read them: top-level host API calls for ``call_ns``, ``gap_ns`` and
+    ``nonblocking``; GPU rows for ``gpu_ns``. Negative values remove cost (never below zero).
+    """
+
+    call_ns: np.ndarray | None = None  # inside the call (a blocking call pays it after its wait)
+    gap_ns: np.ndarray | None = None  # the host gap before the call
+    gpu_ns: np.ndarray | None = None  # the GPU row's duration
+    nonblocking: np.ndarray | None = None  # the call never waits (e.g. moved to a drain thread)
+    # measure a GPU row's latency from the later of its call and its stream's previous row (a row
+    # queued behind its stream with a small gap keeps that gap, not the whole wait, as latency);
+    # a plain replay stays exact either way
+    queue_aware: bool = False
+
+
+def _row_costs(top: pl.DataFrame, gpu: pl.DataFrame, rc: RowCosts | None) -> dict[str, np.ndarray]:
+    """The :class:`RowCosts` arrays cut to this rank's calls and GPU rows (zeros when absent)."""
+    rows, grows = top["_row"].to_numpy(), gpu["_row"].to_numpy()
+
+    def cut(a: np.ndarray | None, idx: np.ndarray, dtype: type) -> np.ndarray:
+        return np.zeros(idx.size, dtype=dtype) if a is None else np.asarray(a)[idx].astype(dtype)
+
+    return {
+        "call": cut(rc.call_ns if rc else None, rows, np.int64),
+        "gap": cut(rc.gap_ns if rc else None, rows, np.int64),
+        "gpu": cut(rc.gpu_ns if rc else None, grows, np.int64),
+        "free": cut(rc.nonblocking if rc else None, rows, bool),
+    }
+
+
 def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     api = ev.with_row_index("_row").filter(pl.col("kind").is_in(ex.API_KINDS))
     api = api.join(threads, on=["rank", "pid", "tid"]).sort(
@@ -128,9 +162,12 @@ class _Rank:
     g_rel_start: np.ndarray  # bool: latency measured from the call's start (blocking copy)
     g_dur: np.ndarray
     g_key: np.ndarray
+    g_gap: np.ndarray | None = None  # RowCosts.queue_aware: gap after the stream's previous row
 
 
-def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
+def _prepare(
+    top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection, rc: RowCosts | None = None
+) -> _Rank:
     s = top["start_ns"].to_numpy().astype(np.int64)
     d = top["dur_ns"].to_numpy().astype(np.int64)
     cls = top["cls"].to_numpy()
@@ -160,6 +197,8 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
     ready_at = np.where(own >= 0, at_own(ge, 0), ready)
     sync = cls == "sync"
     blocking = sync | was_blocking | ((own >= 0) & inj.copies_blocking)
+    xc = _row_costs(top, gpu, rc)
+    blocking &= ~xc["free"]
     waited = blocking & (ready_at > s)
     eps = np.where(waited, np.clip(e - ready_at, 0, None), 0)
     idle = sync & ~waited
@@ -182,29 +221,37 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
     else:  # a negative toll (a counterfactual) never makes a call shorter than nothing
         d = np.maximum(d + np.where(launch, inj.launch_toll_ns, 0), 0)
         base = np.where(launch, d, base)
-    pad = np.zeros(n, dtype=np.int64)
+    # per-row costs (RowCosts): inside non-blocking calls, after the wait of blocking ones
+    d = np.where(blocking, d, np.maximum(d + xc["call"], 0))
+    base = np.where(blocking, base, d)
+    gap = np.maximum(gap + xc["gap"], 0)
+    pad = np.where(blocking, np.maximum(xc["call"], 0), 0).astype(np.int64)
     if inj.copy_toll_ns or inj.copy_gbps:
         by = gpu["bytes"].fill_null(0).to_numpy()
         per_byte = by / inj.copy_gbps if inj.copy_gbps else np.zeros(by.size)
         target = (inj.copy_toll_ns + per_byte).astype(np.int64)
         if inj.copy_pad_on_host:
             t_own = at_own(target, 0)
-            pad = np.where(
+            pad = pad + np.where(
                 blocking & (own >= 0), np.clip(t_own - at_own(gd, 0), 0, None), 0
             ).astype(np.int64)
         else:
             gd = np.where(hcopy, np.maximum(gd, target), gd)
-    rel = blocking[ci] & (own[ci] >= 0)
+    rel = (blocking | xc["free"])[ci] & (own[ci] >= 0)
     lat = np.where(rel, gs - s[ci], gs - e[ci])
     prev = gpu["prev_end"].fill_null(-1).to_numpy()
     queued = gs <= prev + 1000
     lat = np.where(queued & ~rel, np.minimum(lat, _lat_cap(lat, queued)), lat)
     lat = np.where(queued & rel, np.minimum(lat, top["dur_ns"].to_numpy()[ci]), lat)
+    gq = _queue_gaps(s, e, ci, gs, prev, rel) if rc is not None and rc.queue_aware else None
+    if gq is not None:
+        lat = gq[0]
     gcls = gpu["gclass"].to_numpy()
     gdur = np.where(
         gcls == "collective", (gd * inj.collective_factor).astype(np.int64), gd.astype(np.int64)
     )
     gdur = np.where(gcls == "kernel", (gdur * inj.kernel_factor).astype(np.int64), gdur)
+    gdur = np.maximum(gdur + xc["gpu"], 0)
     key = gpu.select(
         pl.concat_str(
             pl.col("device").cast(pl.String), pl.col("stream").cast(pl.String), separator=":"
@@ -224,7 +271,28 @@ def _prepare(top: pl.DataFrame, gpu: pl.DataFrame, inj: Injection) -> _Rank:
         rel,
         gdur,
         key.to_series().to_numpy(),
+        None if gq is None else gq[1],
     )
+
+
+def _queue_gaps(
+    s: np.ndarray, e: np.ndarray, ci: np.ndarray, gs: np.ndarray, prev: np.ndarray, rel: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(latency, queue gap) per GPU row for ``RowCosts.queue_aware``.
+
+    A row whose call came before its stream's previous row ended was waiting for the stream: its
+    latency from the call is capped at the median latency of rows that were not, and the gap it
+    had after the previous row is kept as a queue gap. The replay then starts it at
+    ``max(call + latency, previous row's end + gap)``: the original start when nothing changes.
+    """
+    ref = np.where(rel, s[ci], e[ci])
+    raw = (gs - ref).astype(np.int64)
+    behind = (prev >= 0) & (ref < prev)
+    free = raw[~behind & (raw >= 0)]
+    cap = int(np.median(free)) if free.size else 5000
+    lat = np.where(behind, np.clip(raw, 0, cap), raw)
+    gap = np.where(behind, np.maximum(gs - prev, 0), 0).astype(np.int64)
+    return lat.astype(np.int64), gap
 
 
 def _orig_ready(n: int, ci: np.ndarray, ge: np.ndarray) -> np.ndarray:
@@ -266,6 +334,8 @@ def _run(r: _Rank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                 am = a[r.g_key[rows] == key]
                 dm = r.g_dur[m]
                 prefix = np.concatenate([[0], np.cumsum(dm)[:-1]])
+                if r.g_gap is not None:  # RowCosts.queue_aware
+                    prefix = prefix + np.cumsum(r.g_gap[m])
                 st = prefix + np.maximum(
                     np.maximum.accumulate(am - prefix), stream_end.get(key, np.iinfo(np.int64).min)
                 )
@@ -292,8 +362,17 @@ def _shift_map(x: pl.Series, t0: np.ndarray, t1: np.ndarray) -> pl.Series:
     return f["x"] + f["sh"]
 
 
-def replay(trace: Trace, injection: Injection, threads: pl.DataFrame | None = None) -> Trace:
-    """The trace replayed with ``injection`` applied (a new Trace; the input is unchanged)."""
+def replay(
+    trace: Trace,
+    injection: Injection,
+    threads: pl.DataFrame | None = None,
+    *,
+    costs: RowCosts | None = None,
+) -> Trace:
+    """The trace replayed with ``injection`` applied (a new Trace; the input is unchanged).
+
+    ``costs`` adds per-event costs on top (:class:`RowCosts`, used by ``ccdiag predict``).
+    """
     ev = trace.events
     threads = threads if threads is not None else ex.main_threads(ev)
     top_all, gpu_all = _top_calls(ev, threads), None
@@ -307,7 +386,7 @@ def replay(trace: Trace, injection: Injection, threads: pl.DataFrame | None = No
         gpu = gpu_all.filter(pl.col("rank") == rank)
         if top.height == 0:
             continue
-        r = _prepare(top, gpu, injection)
+        r = _prepare(top, gpu, injection, costs)
         s2, e2, g2 = _run(r)
         rows = top["_row"].to_numpy()
         start[rows], dur[rows], moved[rows] = s2, e2 - s2, True
@@ -343,3 +422,26 @@ def synthesize(baseline: Trace, injection: Injection, source: str = "synthetic")
     return Trace(
         t.events, t.meta.model_copy(update={"source": source, "cc_mode": "synthetic"}), t.steps
     )
+
+
+def model_rows(
+    trace: Trace, threads: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What the replay models, for callers that build :class:`RowCosts` (``ccdiag predict``).
+
+    Returns:
+        ``(calls, gpu)``: the main threads' top-level host API calls in replay order (``_row``
+        the event row, ``rank``, ``name``, ``start_ns``, ``dur_ns``, ``cls`` launch | copy |
+        sync | setup | other, ``ci`` the call's index on its rank), and the GPU rows launched by
+        them (``_row``, ``rank``, ``ci``, ``gclass`` kernel | collective | copy | uvm, ``hcopy``
+        a host-crossing copy, ``bytes``, ``start_ns``, ``dur_ns``, ...).
+    """
+    ev = trace.events
+    threads = threads if threads is not None else ex.main_threads(ev)
+    top = _top_calls(ev, threads)
+    return top, _gpu(ev, top)
+
+
+def main_threads(trace: Trace) -> pl.DataFrame:
+    """The host threads the replay lays on one timeline per rank (rank, pid, tid)."""
+    return ex.main_threads(trace.events)

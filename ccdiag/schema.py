@@ -261,6 +261,9 @@ class Trace:
     events: pl.DataFrame
     meta: TraceMeta
     steps: pl.DataFrame = field(default_factory=lambda: empty_steps())
+    #: summary tables the trace came with (``nsys stats`` ``*_sum`` reports), in
+    #: :class:`SummarySchema`: what a summary-only trace (no ``cuda_gpu_trace``) still tells.
+    summaries: pl.DataFrame = field(default_factory=lambda: empty_summaries())
 
 
 STEP_COLUMNS: dict[str, pl.DataType] = {
@@ -276,3 +279,25 @@ STEP_COLUMNS: dict[str, pl.DataType] = {
 def empty_steps() -> pl.DataFrame:
     """An empty step table."""
     return pl.DataFrame(schema=STEP_COLUMNS)
+
+
+class SummarySchema(dy.Schema):
+    """Totals per name from a summary report, one row per (rank, report, name).
+
+    ``report``: ``api_sum`` (``cuda_api_sum``: host API calls), ``kern_sum``
+    (``cuda_gpu_kern_sum``: kernels), ``mem_time_sum`` (``cuda_gpu_mem_time_sum``: copies and
+    memsets). ``kind``: the event kind the row sums (runtime, driver, kernel, collective, memcpy,
+    memset). ``count``: calls or instances; ``total_ns``: their summed duration.
+    """
+
+    report = dy.String(nullable=False)
+    kind = dy.Enum(KINDS, nullable=False)
+    name = dy.String(nullable=False)
+    count = dy.Int64(nullable=False)
+    total_ns = dy.Int64(nullable=False)
+    rank = dy.Int32(nullable=False)
+
+
+def empty_summaries() -> pl.DataFrame:
+    """An empty summary table."""
+    return SummarySchema.create_empty()

@@ -5,8 +5,13 @@ Keys (all times Int64 ns, sizes bytes):
 - trace facts: ``source``, ``format``, ``profiler``, ``gpu``, ``gpus``, versions, ``rank``,
   ``world_size``, ``ranks``, ``host_only``, ``cc_mode``;
 - ``n_events`` (rows read), ``skipped`` (events not read, by reason), ``kinds`` (rows per kind);
-- ``steps`` {count, marker, from, median_ns, p10_ns, p90_ns}: a step's duration is its host
-  window; with several ranks, the slowest rank's window for each step index;
+- ``steps`` {count, marker, from, why, median_ns, p10_ns, p90_ns}: ``from`` is where the steps
+  came from (``--step``, ``ProfilerStep#N``, ``repeating annotation``, ``repeating op sequence``,
+  ``whole trace``) and ``why`` says in a sentence why that marker was used (``ccdiag.steps``); a
+  step's duration is its host window; with several ranks, the slowest rank's window for each
+  step index;
+- ``summaries`` {report: {rows, count, total_ns}}: the summary tables the trace came with
+  (``nsys stats`` ``*_sum`` reports: ``Trace.summaries``), empty for other formats;
 - ``per_step`` {kernels, launches, graph_launches}: medians over steps of the counts per step
   (per rank);
 - ``kernels`` {count, total_ns, graph}: every GPU kernel, collectives included;
@@ -73,6 +78,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     out["span_ns"] = _span(ev)
     out["steps"] = _steps(trace)
     out["per_step"] = _per_step(trace)
+    out["summaries"] = _summaries(trace)
     out["kernels"] = _kernels(ev)
     out["launches"] = _launches(ev)
     out["memcpy"] = _memcpy(ev)
@@ -160,9 +166,28 @@ def _steps(trace: Trace) -> dict[str, Any]:
         "count": durs.len(),
         "marker": trace.meta.step_marker,
         "from": trace.meta.extra.get("steps_from"),
+        "why": trace.meta.extra.get("steps_why"),
         "median_ns": _quantile(durs, 0.5),
         "p10_ns": _quantile(durs, 0.1),
         "p90_ns": _quantile(durs, 0.9),
+    }
+
+
+def _summaries(trace: Trace) -> dict[str, dict[str, int]]:
+    """Rows, summed counts and total time per summary report (``Trace.summaries``)."""
+    sm = trace.summaries
+    if sm.is_empty():
+        return {}
+    per = sm.group_by("report").agg(
+        pl.len().alias("rows"), pl.col("count").sum(), pl.col("total_ns").sum()
+    )
+    return {
+        str(r["report"]): {
+            "rows": int(r["rows"]),
+            "count": int(r["count"]),
+            "total_ns": int(r["total_ns"]),
+        }
+        for r in per.sort("report").iter_rows(named=True)
     }
 
 

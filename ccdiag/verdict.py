@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 """Contract version, ``major.minor``: a minor bump only adds optional fields (1.1:
-``generated_at``); a major bump breaks readers and gets a new ``docs/schema/report-v<major>.json``."""
+``generated_at``; 1.2: ``ranks``, ``stragglers``, ``scheduler``, ``job``); a major bump breaks readers and gets a new ``docs/schema/report-v<major>.json``."""
 
 MECHANISMS = (
     "launch_toll",
@@ -184,3 +184,125 @@ class Report(_Model):
         description="UTC time the report was written (ISO 8601), only when asked for "
         "(--timestamp): reports are otherwise byte-identical for the same inputs",
     )
+
+    # --- jobs of several ranks or repeated runs (ccdiag.distributed, ccdiag.job) -------------
+    ranks: list[RankResult] | None = Field(
+        default=None, description="per-rank results of a job analyzed rank by rank"
+    )
+    stragglers: list[Straggler] | None = Field(
+        default=None, description="ranks whose delta or mechanism mix is an outlier"
+    )
+    scheduler: str | None = Field(default=None, description="what ran the per-rank tasks")
+    job: JobSummary | None = Field(
+        default=None, description="job-level view: slowest rank, spread, runs, collectives"
+    )
+
+    # ---- notebook conveniences (added by the `pkg` helper, #16; data out, rendering elsewhere)
+
+    def to_polars(self, table: str = "attribution") -> Any:
+        """One of the report's tables as a polars DataFrame (times in ns, shares as fractions).
+
+        Args:
+            table: ``attribution`` (one row per mechanism, plus ``unattributed``), ``steps``
+                (the per-step partition: one row per aligned step, one column per mechanism),
+                ``recommendations``, ``rules`` (every rule's outcome) or ``ledger``.
+        """
+        from ccdiag.report.tables import report_table
+
+        return report_table(self, table)
+
+    def _repr_html_(self) -> str:
+        """A compact HTML view for Jupyter: the verdict, the attribution and the top fixes."""
+        from ccdiag.report.tables import report_html
+
+        return report_html(self)
+
+
+# --- jobs: per-rank results, stragglers, repeated runs ----------------------------------------
+
+
+class RankStepNs(_Model):
+    """One rank's per-step time (ns, medians over its aligned steps; means over its runs)."""
+
+    baseline: int
+    treatment: int
+    delta: int
+
+
+class MechanismNs(_Model):
+    """One mechanism's attributed time (ns per step)."""
+
+    mechanism: str
+    ns_per_step: int
+
+
+class RankResult(_Model):
+    """One rank of a job: its step times and its own partition (mean over its runs)."""
+
+    rank: int
+    runs: int = 1
+    step_ns: RankStepNs | None = None
+    attribution: list[MechanismNs] = Field(default_factory=list)
+    unattributed_ns_per_step: int = 0
+    files: list[str] = Field(default_factory=list, description="file names, baseline then treatment")
+    error: str | None = Field(default=None, description="why this rank has no result")
+
+
+class Straggler(_Model):
+    """A rank singled out, and the test that singled it out."""
+
+    rank: int
+    why: str
+
+
+class MechanismSpread(_Model):
+    """A mechanism's attributed time across ranks (or runs): ns per step."""
+
+    mechanism: str
+    mean: int
+    min: int
+    max: int
+    ci95_low: int | None = None
+    ci95_high: int | None = None
+
+
+class RunStats(_Model):
+    """Repeated runs: the run-to-run CI of the step delta (hierarchical bootstrap)."""
+
+    baseline_runs: int
+    treatment_runs: int
+    delta_ns: int
+    delta_ci95: tuple[int, int]
+    method: str
+    per_mechanism: list[MechanismSpread] = Field(default_factory=list)
+
+
+class CollectiveScaling(_Model):
+    """Collectives as a function of ring size (the cost model of ccdiag.collectives)."""
+
+    name: str = Field(description="the dominant collective kernel")
+    world_size: int
+    k: float = Field(description="collectives per step (measured)")
+    crypto_ops_per_step: int = Field(description="4*k*(n-1) per GPU per step")
+    growth_per_collective_ns: float = Field(description="CC growth of one collective (measured)")
+    predicted: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="predicted CC collective cost per step at other world sizes",
+    )
+    method: str = ""
+
+
+class JobSummary(_Model):
+    """The job-level view of a per-rank analysis."""
+
+    n_ranks: int
+    missing_ranks: list[int] = Field(default_factory=list)
+    slowest_rank: int | None = None
+    slowest_rank_attribution: list[MechanismNs] = Field(default_factory=list)
+    spread: list[MechanismSpread] = Field(default_factory=list)
+    straggler_test: str = ""
+    runs: RunStats | None = None
+    collectives: CollectiveScaling | None = None
+
+
+Report.model_rebuild()

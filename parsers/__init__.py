@@ -15,7 +15,11 @@ CSV reports.
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
+from typing import Any
+
+import pydantic
 
 from ccdiag.errors import InputError
 from ccdiag.schema import Trace
@@ -25,22 +29,31 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def sniff(path: Path) -> str:
-    """Return the format name of a file or folder, or raise InputError."""
-    if not path.exists():
+    """Return the format name of a file or folder, or raise InputError.
+
+    A path that is not a regular file or a folder (a FIFO, a device, a socket, a dangling
+    symbolic link) is refused from ``stat`` alone, before any ``open`` that could block.
+    """
+    from ccdiag.limits import open_regular, special_file
+
+    why = special_file(path)
+    if why == "no such file":
         from ccdiag.parsers import nsys_csv
 
         if nsys_csv.find_set(path) is not None:  # a prefix of nsys stats CSV reports
             return "nsys_csv"
         raise InputError(path, "no such file or folder")
-    if path.is_dir():
+    if why == "a folder":
         from ccdiag.parsers import folder
 
         return folder.sniff_folder(path)
-    try:
-        with open(path, "rb") as fh:
+    if why is not None:
+        raise InputError(path, f"{why}: not a trace file" if why.startswith("a ") else why)
+    with open_regular(path) as fh:
+        try:
             head = fh.read(64)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     if not head:
         raise InputError(path, "empty file")
     if head.startswith(SQLITE_MAGIC):
@@ -49,12 +62,14 @@ def sniff(path: Path) -> str:
         try:
             with gzip.open(path, "rb") as fh:
                 inner = fh.read(64)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise InputError(path, f"corrupt gzip stream ({exc})") from None
         if inner.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"{", b"["):
             return "kineto"
         if _is_stats_csv(inner):
             return "nsys_csv"
+        if not inner.strip():
+            raise InputError(path, "gzip file holds no trace (blank or empty content)")
         raise InputError(path, "gzip file does not contain a JSON trace or an nsys stats CSV")
     stripped = head.removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 byte-order mark
     if stripped[:1] in (b"{", b"["):
@@ -88,35 +103,105 @@ def sidecar_path(path: Path) -> Path:
     return path.with_name(f"{name}.meta.json")
 
 
+class _Strict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class SidecarEmulation(_Strict):
+    """The ``emulation`` block of a sidecar (only the platform is read)."""
+
+    platform: str | None = None
+
+
+class Sidecar(_Strict):
+    """A capture metadata sidecar (``<label>.meta.json``, written by ``ccdiag capture``).
+
+    Only the fields ccdiag reads are declared; each must have its type (strings are strings:
+    a number where a name belongs, or a string holding a lone UTF-16 surrogate, is refused).
+    """
+
+    label: str
+    gpu: str | None = None
+    driver_version: str | None = None
+    torch_version: str | None = None
+    nccl_version: str | None = None
+    cc_mode: str | None = None
+    emulation: SidecarEmulation | None = None
+    emulated_shim_mechanisms: list[str] | None = None
+
+    @pydantic.field_validator("*", mode="after")
+    @classmethod
+    def _utf8(cls, v: Any) -> Any:
+        for s in v if isinstance(v, list) else [v]:
+            if isinstance(s, str):
+                s.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError -> ValueError
+        return v
+
+
+#: Largest sidecar read (ccdiag writes about 1 KB).
+_MAX_SIDECAR = 1 << 20
+
+
+def read_sidecar(side: Path) -> Sidecar | str | None:
+    """The validated sidecar, or why it cannot be used (a one-line reason), or None when the
+    file is not ccdiag's (JSON without a ``label``)."""
+    import pydantic_core
+
+    from ccdiag.limits import open_regular
+
+    try:
+        with open_regular(side, "a metadata file") as fh:
+            raw = fh.read(_MAX_SIDECAR + 1)
+    except InputError as exc:
+        return exc.problem
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if len(raw) > _MAX_SIDECAR:
+        return f"larger than {_MAX_SIDECAR >> 20} MiB"
+    try:
+        doc = pydantic_core.from_json(raw)
+    except ValueError as exc:
+        from ccdiag.parsers._chunked_json import _LONE_SURROGATE
+
+        if _LONE_SURROGATE.search(raw):
+            return "a string holds a lone UTF-16 surrogate escape such as \\ud800 (not text)"
+        return f"not valid JSON ({str(exc)[:120]})"
+    if not isinstance(doc, dict) or "label" not in doc:
+        return None
+    try:
+        return Sidecar.model_validate(doc)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        return f"{where}: {first['msg'][:120]}"
+
+
 def apply_sidecar(trace: Trace, path: Path) -> Trace:
     """Merge the capture metadata sidecar (CC mode, emulation) into the trace's metadata.
 
     Only facts are taken (GPU, versions, CC mode, emulated platform and mechanisms); a sidecar
-    that is not ccdiag's or is unreadable is ignored with a warning.
+    that is not ccdiag's is ignored; one that is unreadable or invalid (wrong types, lone
+    surrogates) is ignored with a warning saying why.
     """
-    import json
-
     side = sidecar_path(path)
-    if path.is_dir() or not side.exists():
+    if path.is_dir() or not (side.exists() or side.is_symlink()):
         return trace
     meta = trace.meta
-    try:
-        doc = json.loads(side.read_text())
-    except (OSError, ValueError, RecursionError):
-        meta.warnings.append(f"{side.name}: unreadable capture metadata, ignored")
+    doc = read_sidecar(side)
+    if doc is None:
         return trace
-    if not isinstance(doc, dict) or "label" not in doc:
+    if isinstance(doc, str):
+        meta.warnings.append(f"{side.name}: invalid capture metadata ({doc}); ignored")
         return trace
     for field in ("gpu", "driver_version", "torch_version", "nccl_version", "cc_mode"):
-        if getattr(meta, field, None) is None and isinstance(doc.get(field), str):
-            setattr(meta, field, doc[field])
-    emu = doc.get("emulation")
-    mechs = doc.get("emulated_shim_mechanisms")
-    if isinstance(emu, dict) and emu.get("platform"):
-        meta.extra["emulated_cc"] = str(emu["platform"]) + (
-            f" ({', '.join(mechs)})" if isinstance(mechs, list) and mechs else " (no mechanism on)"
+        if getattr(meta, field, None) is None and getattr(doc, field) is not None:
+            setattr(meta, field, getattr(doc, field))
+    emu, mechs = doc.emulation, doc.emulated_shim_mechanisms
+    if emu is not None and emu.platform:
+        meta.extra["emulated_cc"] = emu.platform + (
+            f" ({', '.join(mechs)})" if mechs else " (no mechanism on)"
         )
-    meta.extra["capture_label"] = str(doc.get("label"))
+    meta.extra["capture_label"] = doc.label
     return trace
 
 

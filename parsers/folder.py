@@ -204,8 +204,12 @@ def combine(folder: Path, fmt: str, files: Sequence[RankFile], traces: Sequence[
         for k in ("driver_version", "cuda_runtime", "cuda_driver", "torch_version", "nccl_version")
     }
     fields["cc_mode"] = _first([m.cc_mode for m in metas], "cc_mode", warnings)
+    summaries = pl.concat(
+        [t.summaries.with_columns(pl.lit(r, pl.Int32).alias("rank")) for r, t in zip(ranks, traces)]
+    )
     return Trace(
         events=events,
+        summaries=summaries,
         meta=TraceMeta(
             source=folder.name,
             format=fmt,

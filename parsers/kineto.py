@@ -65,7 +65,7 @@ from typing import Any
 import msgspec
 import polars as pl
 import yaml
-from ccdiag.parsers._chunked_json import ArrayChunks
+from ccdiag.parsers._chunked_json import ArrayChunks, repair_text
 
 from ccdiag import apis
 from ccdiag.errors import InputError
@@ -77,7 +77,9 @@ _RPC = "record_param_comms"
 _GPU_ROW = "_gpu"
 _POLARS: dict[str, pl.DataType] = {"Int64": pl.Int64(), "Int32": pl.Int32(), "String": pl.String()}
 _NUM = int | float | str | None
-_NONFINITE = re.compile(rb"([:\[,]\s*)(-?Infinity|NaN)(?=\s*[,}\]])")
+_NONFINITE = re.compile(
+    rb"([:\[,]\s*)(-?Infinity|NaN|-?[0-9]+(?:\.[0-9]+)?[eE]\+?[0-9]{3,})(?=\s*[,}\]])"
+)
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,7 @@ def read(
     chunks = ArrayChunks(p, "traceEvents", chunk_bytes)
     with _gc_paused():
         if progress is None:
-            frames = list(chunks.map(reader.decode, reader.chunk))
+            frames = list(chunks.map(reader.decode, reader.chunk, _Decoded.count))
         else:
             frames = _with_progress(chunks, reader, progress, f"reading {p.name}")
     doc = chunks.meta
@@ -241,6 +243,12 @@ def read(
     meta.n_events = events.height
     meta.host_only = events.filter(pl.col("device").is_not_null()).is_empty()
     meta.gpu, meta.gpus = _gpu_names(doc, events)
+    repaired = reader.repaired + chunks.repaired
+    if repaired:
+        meta.warnings.append(
+            f"{repaired:,} characters in strings were lone UTF-16 surrogate escapes or bytes "
+            "that are not UTF-8: replaced by U+FFFD"
+        )
     shared = _shared_correlations(events)
     if shared:
         meta.warnings.append(
@@ -263,7 +271,7 @@ def _with_progress(
     total = uncompressed_size(chunks.path)
     progress(task, 0, total)
     frames = []
-    for frame in chunks.map(reader.decode, reader.chunk):
+    for frame in chunks.map(reader.decode, reader.chunk, _Decoded.count):
         frames.append(frame)
         progress(task, min(chunks.total_bytes, total), total)
     progress(task, total, total)
@@ -280,25 +288,50 @@ class _Reader:
         self.skipped: Counter[str] = Counter()
         self.malformed = 0
         self.total = 0
+        self.repaired = 0
         self._reasons: dict[Any, str | None] = {}
+        self._issued: set[str] = set()
         self._nb_cache: dict[tuple[str, Any], bool | None] = {}
 
     # -- decoding ---------------------------------------------------------------------------
     def decode(self, mv: memoryview) -> _Decoded:
-        """Strict typed decode; on a type mismatch, decode leniently event by event."""
+        """Strict typed decode; on a type mismatch, decode leniently event by event.
+
+        Text msgspec refuses but Python's json reads is repaired first and counted: NaN /
+        Infinity literals (kept as strings, so that their events are counted as non-finite),
+        lone UTF-16 surrogate escapes and bytes that are not UTF-8 (U+FFFD).
+        """
         try:
-            return _Decoded(self.amap.strict.decode(mv), mv)
-        except msgspec.ValidationError:
-            return _Decoded(self._lenient(msgspec.json.decode(mv)), mv)
+            return self._decoded(self.amap.strict.decode(mv), mv)
+        except msgspec.ValidationError:  # a subclass of DecodeError: valid JSON, other types
+            pass
         except msgspec.DecodeError:
-            data = bytes(mv)
-            if not _NONFINITE.search(data):
-                raise
-            # NaN / Infinity literals (Python's json writes them; JSON has none): keep them
-            # as strings so that the events are counted as non-finite, not lost.
-            return _Decoded(
-                self._lenient(msgspec.json.decode(_NONFINITE.sub(rb'\1"\2"', data))), None
-            )
+            data, n = self._repair(mv)
+            dec = self._decoded(self._lenient(msgspec.json.decode(data)), None)
+            self.repaired += n
+            return dec
+        try:
+            return self._decoded(self._lenient(msgspec.json.decode(mv)), mv)
+        except msgspec.DecodeError:  # other types, and text to repair further on
+            data, n = self._repair(mv)
+            dec = self._decoded(self._lenient(msgspec.json.decode(data)), None)
+            self.repaired += n
+            return dec
+
+    @staticmethod
+    def _repair(mv: memoryview) -> tuple[bytes, int]:
+        """Text msgspec refused, repaired; re-raises when there is nothing to repair."""
+        data, n_sur, n_bad = repair_text(mv)
+        nonfinite = _NONFINITE.search(data) is not None
+        if not (n_sur or n_bad or nonfinite):
+            raise  # noqa: PLE0704 - the DecodeError being handled
+        if nonfinite:
+            data = _NONFINITE.sub(rb'\1"\2"', data)
+        return data, n_sur + n_bad
+
+    def _decoded(self, events: list[Any], text: memoryview | None) -> _Decoded:
+        dec = _Decoded(events, text, self.malformed)
+        return dec
 
     def _lenient(self, items: Any) -> list[Any]:
         out = []
@@ -312,8 +345,15 @@ class _Reader:
                 if not isinstance(getattr(ev, attr), str):
                     setattr(ev, attr, None)
             for attr in ("pid", "tid"):
-                if not isinstance(getattr(ev, attr), (int, str)):
+                v = getattr(ev, attr)
+                if isinstance(v, bool) or not isinstance(v, (int, str)):
                     setattr(ev, attr, None)
+            ev.ts, ev.dur = _as_number(ev.ts), _as_number(ev.dur)
+            if ev.args is not None:
+                for spec in self._eager:
+                    v = getattr(ev.args, spec.attr)
+                    if v is not None:
+                        setattr(ev.args, spec.attr, _as_arg(v, spec.dtype))
             out.append(ev)
         return out
 
@@ -343,6 +383,10 @@ class _Reader:
         return self._lazy_sizes(df, dec.text)
 
     @functools.cached_property
+    def _eager(self) -> list[ArgSpec]:
+        return [a for a in self.amap.args if not a.lazy]
+
+    @functools.cached_property
     def _keep(self) -> frozenset[str]:
         cats = self.amap.categories
         return frozenset(
@@ -350,10 +394,23 @@ class _Reader:
         )
 
     def _reason(self, key: Any) -> str | None:
-        """Skip reason of a (phase, category) key, or of a complete event's category."""
-        if key not in self._reasons:
-            self._reasons[key] = self._reason_of(key)
-        return self._reasons[key]
+        """Skip reason of a (phase, category) key, or of a complete event's category.
+
+        At most ``_MAX_REASONS`` distinct reasons are kept: a file with a million distinct
+        categories must not cost a million counters (the rest are counted together).
+        """
+        if key in self._reasons:
+            return self._reasons[key]
+        reason = self._reason_of(key)
+        if reason is not None and reason not in self._issued:
+            if len(self._issued) >= _MAX_REASONS:
+                head = reason.split(":", 1)[0] if ":" in reason else "other"
+                reason = f"{head}: other values (more than {_MAX_REASONS} distinct reasons)"
+            else:
+                self._issued.add(reason)
+        if len(self._reasons) < 10_000:
+            self._reasons[key] = reason
+        return reason
 
     def _reason_of(self, key: Any) -> str | None:
         if not isinstance(key, tuple):
@@ -363,17 +420,17 @@ class _Reader:
                 return self.amap.skip_categories[key]
             if key == "python_function":
                 return "python_function"
-            return f"category:{key}"
+            return f"category:{_short(key)}"
         ph, cat = key
         if ph is None:
             return "missing ph"
         if ph in ("s", "f", "t"):
-            return f"flow:{cat}"
+            return f"flow:{_short(cat)}"
         if ph == "M":
             return "metadata"
         if ph in ("i", "I"):
             return "instant"
-        return f"phase:{ph}"
+        return f"phase:{_short(ph)}"
 
     def _count(self, reason: pl.Series) -> list[bool] | None:
         """Add skip reasons to the counts; return the keep mask (None: keep all)."""
@@ -537,6 +594,62 @@ class _Decoded:
 
     events: list[Any]
     text: memoryview | None
+    malformed: int = 0
+
+    def count(self) -> int:
+        """Elements of the chunk (events, and entries that were not event objects)."""
+        return len(self.events) + self.malformed
+
+
+def _as_number(v: Any) -> float | None:
+    """A time from the lenient decode: a number (ints beyond a double: infinite), a numeric
+    string ("NaN", "1e999" from the repair), else None (counted as missing)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, float):
+        return v
+    if isinstance(v, int):
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _as_arg(v: Any, dtype: str) -> Any:
+    """An arg from the lenient decode, of a type its column can hold (else None)."""
+    if dtype == "Raw":
+        return v
+    if dtype == "String":
+        return v if isinstance(v, str) else None
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v if -(2**63) <= v < 2**63 else None
+    if isinstance(v, float):
+        return int(v) if math.isfinite(v) and v.is_integer() and abs(v) < 2**63 else None
+    if isinstance(v, str):
+        try:
+            n = int(v)
+        except ValueError:
+            return None
+        return n if -(2**63) <= n < 2**63 else None
+    return None
+
+
+#: Distinct skip reasons kept per trace (the rest are counted under one reason per kind).
+_MAX_REASONS = 200
+
+
+def _short(value: Any, n: int = 80) -> str:
+    """A category or phase as shown in a skip reason (bounded length)."""
+    text = str(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 #: Which rows each arg column is extracted on (None: all rows).

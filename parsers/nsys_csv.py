@@ -2,10 +2,14 @@
 
 One trace is one *set* of reports sharing a prefix: ``<prefix>_cuda_api_trace.csv`` (host API
 calls) and ``<prefix>_cuda_gpu_trace.csv`` (kernels, copies, memsets), plus, when present,
-``<prefix>_cuda_api_sum.csv`` and ``<prefix>_cuda_gpu_kern_sum.csv``, which are used only to
-cross-check the traces (a mismatch becomes a warning) and, when the GPU trace is missing, to keep
-the kernel totals in ``meta.extra``. Each may be gzip-compressed (``.csv.gz``); pre-2023 report
-names (``cudaapitrace``, ``gputrace``, ``cudaapisum``, ``gpukernsum``) are accepted too.
+``<prefix>_cuda_api_sum.csv``, ``<prefix>_cuda_gpu_kern_sum.csv`` and
+``<prefix>_cuda_gpu_mem_time_sum.csv``. The summaries are kept as data in ``Trace.summaries``
+(:class:`~ccdiag.schema.SummarySchema`: totals per name): a set without ``cuda_gpu_trace`` still
+tells the kernel time from ``cuda_gpu_kern_sum``, which the host-only rules use. They also
+cross-check the traces (a mismatch becomes a warning), and the kernel totals are kept in
+``meta.extra``. Each may be gzip-compressed (``.csv.gz``); pre-2023 report names
+(``cudaapitrace``, ``gputrace``, ``cudaapisum``, ``gpukernsum``, ``gpumemtimesum``) are accepted
+too.
 
 The path may be any report of the set (its siblings are found by prefix), the prefix itself,
 or a folder holding exactly one set.
@@ -38,9 +42,9 @@ missing: kernel and copy times are unknown) or GPU activity only (no host side).
 from __future__ import annotations
 
 import gzip
-import io
 import re
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,10 +52,10 @@ import polars as pl
 from ccdiag.parsers import _nsys_common as nc
 from ccdiag.parsers.nsys_sqlite import assign_ranks, conform
 
-from ccdiag import apis
+from ccdiag import apis, limits
 from ccdiag.errors import InputError
-from ccdiag.limits import Budget
-from ccdiag.schema import Trace, TraceMeta, filter_events
+from ccdiag.limits import Budget, open_regular
+from ccdiag.schema import SummarySchema, Trace, TraceMeta, empty_summaries, filter_events
 
 #: Report kind -> the names ``nsys stats`` has used for it (current first).
 REPORTS: dict[str, tuple[str, ...]] = {
@@ -59,6 +63,7 @@ REPORTS: dict[str, tuple[str, ...]] = {
     "gpu_trace": ("cuda_gpu_trace", "gputrace"),
     "api_sum": ("cuda_api_sum", "cudaapisum"),
     "kern_sum": ("cuda_gpu_kern_sum", "gpukernsum"),
+    "mem_time_sum": ("cuda_gpu_mem_time_sum", "gpumemtimesum"),
 }
 _REPORT_RE = re.compile(
     r"^(?P<prefix>.+?)_(?P<report>"
@@ -120,49 +125,137 @@ def find_set(path: Path) -> CsvSet | None:
     return None
 
 
-def _open_text(path: Path) -> list[str]:
-    """The first lines of a report (decompressed)."""
-    opener = gzip.open if _is_gzip(path) else open
-    with opener(path, "rt", encoding="utf-8-sig", errors="replace") as fh:  # type: ignore[operator]
-        return [fh.readline(1 << 16) for _ in range(50)]  # bounded: one line may be huge
+#: Bytes of report text parsed at once (the typed rows of each block are kept, the text is not).
+_BLOCK = 8 << 20
+_POLARS_ERRORS = (pl.exceptions.PolarsError,)
 
 
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
+def _raw_blocks(path: Path) -> Iterator[bytes]:
+    """The report's text in blocks (gzip inflated within ``ccdiag.limits``)."""
+    fh = open_regular(path, "an nsys stats CSV report")
+    with fh:
+        if fh.read(2) != b"\x1f\x8b":
+            fh.seek(0)
+            while block := fh.read(_BLOCK):
+                yield block
+            return
+        fh.seek(0)
+        budget = Budget(path)
+        with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+            while block := gz.read(_BLOCK):
+                budget.add(len(block))
+                yield block
 
 
-def _inflate(path: Path) -> io.BytesIO:
-    """A gzip report's text, inflated within ``ccdiag.limits`` (polars would inflate any size)."""
-    budget = Budget(path)
-    out = io.BytesIO()
-    with gzip.open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            budget.add(len(block))
-            out.write(block)
-    out.seek(0)
-    return out
+def _records(path: Path) -> Iterator[bytes]:
+    """The text in blocks that end at a record boundary (a newline outside quotes).
+
+    A record (a line, or lines joined by a quoted field) longer than ``MAX_LINE_BYTES`` is
+    refused: the carry-over between blocks stays bounded.
+    """
+    carry = b""
+    for block in _raw_blocks(path):
+        data = carry + block if carry else block
+        quotes = data.count(b'"')
+        cut = data.rfind(b"\n")
+        after = 0
+        while cut >= 0:
+            if (quotes - after) % 2 == 0:  # even: the newline is outside any quoted field
+                break
+            prev = data.rfind(b"\n", 0, cut)
+            after += data.count(b'"', prev + 1 if prev >= 0 else 0, cut)
+            cut = prev
+        if cut < 0:
+            carry = data
+        else:
+            yield data[: cut + 1]
+            carry = data[cut + 1 :]
+        if len(carry) > limits.MAX_LINE_BYTES:
+            raise InputError(
+                path,
+                f"refused: a CSV record longer than {limits.size_text(limits.MAX_LINE_BYTES)} "
+                "(an unclosed quote, or not an nsys stats report)",
+            )
+    if carry:
+        yield carry
 
 
-def _read_report(path: Path) -> pl.DataFrame:
-    """One CSV report, every column as text (after any preamble nsys printed before it)."""
-    try:
-        head = _open_text(path)
-    except (OSError, EOFError) as exc:
-        raise InputError(path, f"cannot read: {exc}") from None
-    skip = next((i for i, ln in enumerate(head) if ln.startswith(_HEADERS)), None)
+def _csv_error(path: Path, exc: BaseException) -> InputError:
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if len(first) > 160:
+        first = first[:157] + "..."
+    return InputError(path, f"malformed CSV ({first})")
+
+
+def _header_skip(path: Path, first: bytes) -> int:
+    """Lines before the report's header (``nsys stats`` may print a preamble)."""
+    head = first.decode("utf-8", "replace").lstrip("\ufeff").split("\n", 50)[:50]
+    skip = next((i for i, ln in enumerate(head) if ln.lstrip("\ufeff").startswith(_HEADERS)), None)
     if skip is None:
         raise InputError(
             path, "not an nsys stats CSV report (no 'Start (ns)' or 'Time (%)' header)"
         )
+    return skip
+
+
+def _check_density(path: Path, rows: int, n_bytes: int) -> None:
+    """Rows per byte: a report whose rows average fewer than ``MIN_ROW_BYTES`` bytes is not
+    one ``nsys stats`` writes (its API rows take 45 bytes or more), and would cost memory far
+    beyond its size (each row becomes an event of about 100 bytes): refused early."""
+    if rows >= 50_000 and n_bytes < limits.MIN_ROW_BYTES * rows:
+        raise InputError(
+            path,
+            f"refused: {rows:,} rows in {limits.size_text(n_bytes)} ({n_bytes / rows:.1f} bytes "
+            f"each); an nsys stats row takes at least {limits.MIN_ROW_BYTES} bytes: not a report",
+        )
+
+
+def _read_report(
+    path: Path,
+    shape: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+    need: tuple[str, ...] = (),
+) -> pl.DataFrame:
+    """One CSV report, every column as text (after any preamble nsys printed before it).
+
+    The text is parsed in blocks of ``_BLOCK`` bytes; ``shape`` turns each block's text
+    columns into typed rows at once, so that only the typed rows of the whole report are ever
+    held (never its text, never all its cells as strings). ``need``: columns it must have.
+    """
+    frames: list[pl.DataFrame] = []
+    header: bytes | None = None
+    n_rows = n_bytes = 0
     try:
-        source = _inflate(path) if _is_gzip(path) else path
-        df = pl.read_csv(source, infer_schema=False, skip_rows=skip, encoding="utf8-lossy")
+        for block in _records(path):
+            if header is None:
+                skip = _header_skip(path, block[: 50 << 16])
+                lines = block.split(b"\n", skip + 1)
+                header = lines[skip].removeprefix(b"\xef\xbb\xbf") + b"\n"
+                text = header + (lines[skip + 1] if len(lines) > skip + 1 else b"")
+            else:
+                text = header + block  # each block parsed as a report of its own
+            del block
+            df = pl.read_csv(text, infer_schema=False, encoding="utf8-lossy")
+            n_bytes += len(text) - len(header)
+            n_rows += df.height
+            del text
+            _check_density(path, n_rows, n_bytes)
+            df = df.rename(lambda c: c.lstrip("\ufeff"))
+            if not frames:
+                _need(df, path, *need)
+            frames.append(shape(df) if shape is not None else df)
+            del df
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(path, f"cannot read: {exc}") from None
-    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as exc:
-        raise InputError(path, f"malformed CSV ({str(exc).splitlines()[0]})") from None
-    return df.rename(lambda c: c.lstrip("\ufeff"))
+    except pl.exceptions.NoDataError:
+        raise InputError(path, "malformed CSV (empty report)") from None
+    except _POLARS_ERRORS as exc:
+        raise _csv_error(path, exc) from None
+    if header is None:
+        raise InputError(path, "empty file")
+    try:
+        return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
+    except _POLARS_ERRORS as exc:
+        raise _csv_error(path, exc) from None
 
 
 def _need(df: pl.DataFrame, path: Path, *cols: str) -> None:
@@ -197,17 +290,19 @@ def _no_zero(expr: pl.Expr) -> pl.Expr:
 
 def read_api(path: Path, skipped: dict[str, int]) -> pl.DataFrame:
     """``cuda_api_trace``: one host API call per row."""
-    df = _read_report(path)
-    _need(df, path, "Start (ns)", "Duration (ns)", "Name")
-    corr = _as_int(_col(df, "CorrID", "CorrId"))
-    df = df.select(
-        _int("Start (ns)").alias("start_ns"),
-        _int("Duration (ns)").alias("dur_ns"),
-        apis.base_name(pl.col("Name")).alias("name"),
-        _no_zero(corr).alias("correlation"),
-        _int("Pid").alias("pid") if "Pid" in df.columns else pl.lit(None, _I64).alias("pid"),
-        _int("Tid").alias("tid") if "Tid" in df.columns else pl.lit(None, _I64).alias("tid"),
-    )
+
+    def shape(df: pl.DataFrame) -> pl.DataFrame:
+        corr = _as_int(_col(df, "CorrID", "CorrId"))
+        return df.select(
+            _int("Start (ns)").alias("start_ns"),
+            _int("Duration (ns)").alias("dur_ns"),
+            apis.base_name(pl.col("Name")).alias("name"),
+            _no_zero(corr).alias("correlation"),
+            _int("Pid").alias("pid") if "Pid" in df.columns else pl.lit(None, _I64).alias("pid"),
+            _int("Tid").alias("tid") if "Tid" in df.columns else pl.lit(None, _I64).alias("tid"),
+        )
+
+    df = _read_report(path, shape, ("Start (ns)", "Duration (ns)", "Name"))
     df = _drop_bad(df, path, skipped)
     driver = pl.col("name").str.starts_with("cu") & ~pl.col("name").str.starts_with("cuda")
     return df.with_columns(
@@ -242,8 +337,17 @@ def _bytes(df: pl.DataFrame) -> pl.Expr:
 
 def read_gpu(path: Path, skipped: dict[str, int]) -> pl.DataFrame:
     """``cuda_gpu_trace``: kernels, copies and memsets (no process id yet)."""
-    df = _read_report(path)
-    _need(df, path, "Start (ns)", "Duration (ns)", "Name", "Device", "Strm")
+    out = _read_report(path, _gpu_rows, ("Start (ns)", "Duration (ns)", "Name", "Device", "Strm"))
+    unknown = out.filter(pl.col("kind").is_null())
+    if unknown.height:
+        key = f"{path.name}: GPU rows of another kind (not kernel, memcpy, memset)"
+        skipped[key] = skipped.get(key, 0) + unknown.height
+        out = out.filter(pl.col("kind").is_not_null())
+    return _copies(_drop_bad(out, path, skipped))
+
+
+def _gpu_rows(df: pl.DataFrame) -> pl.DataFrame:
+    """The typed GPU rows of one block of ``cuda_gpu_trace`` text."""
     name = pl.col("Name")
     label = name.str.extract(r"^\[CUDA memcpy (.*)\]$")
     is_kernel = _int("GrdX").is_not_null() if "GrdX" in df.columns else ~name.str.starts_with("[")
@@ -256,7 +360,7 @@ def read_gpu(path: Path, skipped: dict[str, int]) -> pl.DataFrame:
         .then(pl.lit("memset"))
     )
     device = pl.col("Device").str.extract(_DEVICE_RE, 2).cast(_I64, strict=False)
-    out = df.select(
+    return df.select(
         kind.alias("kind"),
         name.alias("name"),
         _int("Start (ns)").alias("start_ns"),
@@ -270,12 +374,6 @@ def read_gpu(path: Path, skipped: dict[str, int]) -> pl.DataFrame:
         _col(df, "SrcMemKd").alias("src_label"),
         _col(df, "DstMemKd").alias("dst_label"),
     )
-    unknown = out.filter(pl.col("kind").is_null())
-    if unknown.height:
-        key = f"{path.name}: GPU rows of another kind (not kernel, memcpy, memset)"
-        skipped[key] = skipped.get(key, 0) + unknown.height
-        out = out.filter(pl.col("kind").is_not_null())
-    return _copies(_drop_bad(out, path, skipped))
 
 
 def _copies(df: pl.DataFrame) -> pl.DataFrame:
@@ -337,21 +435,48 @@ def attach_pids(gpu: pl.DataFrame, api: pl.DataFrame | None) -> tuple[pl.DataFra
     return df.drop("pids", "device_pid"), warning
 
 
-def _cross_check(
-    kind: str, path: Path, events: pl.DataFrame, warnings: list[str]
-) -> dict[str, str]:
-    """Compare a *_sum report with the trace rows; mismatches become warnings."""
+def read_summary(kind: str, path: Path) -> pl.DataFrame:
+    """A ``*_sum`` report as :class:`~ccdiag.schema.SummarySchema` rows (rank 0).
+
+    ``api_sum`` rows are host API calls (names without ``_vNNNN``), ``kern_sum`` rows kernels
+    (NCCL kernels: ``collective``), ``mem_time_sum`` rows copies (``[CUDA memcpy ...]``) and
+    memsets. Rows without a count or a total are left out.
+    """
     df = _read_report(path)
     count_col = "Num Calls" if kind == "api_sum" else "Instances"
-    _need(df, path, "Total Time (ns)", count_col, "Name")
-    sums = (
-        df.select(
-            (apis.base_name(pl.col("Name")) if kind == "api_sum" else pl.col("Name")).alias("name"),
-            _int(count_col).alias("want_n"),
-            _int("Total Time (ns)").alias("want_ns"),
+    name_col = "Operation" if kind == "mem_time_sum" and "Operation" in df.columns else "Name"
+    _need(df, path, "Total Time (ns)", count_col, name_col)
+    name = pl.col(name_col).str.strip_chars()
+    if kind == "api_sum":
+        name = apis.base_name(name)
+        driver = name.str.starts_with("cu") & ~name.str.starts_with("cuda")
+        ev_kind = pl.when(driver).then(pl.lit("driver")).otherwise(pl.lit("runtime"))
+    elif kind == "kern_sum":
+        ev_kind = nc.kernel_kind(name)
+    else:
+        ev_kind = (
+            pl.when(name.str.contains("memset")).then(pl.lit("memset")).otherwise(pl.lit("memcpy"))
         )
-        .group_by("name")
-        .agg(pl.col("want_n").sum(), pl.col("want_ns").sum())
+    out = df.select(
+        pl.lit(kind).alias("report"),
+        ev_kind.alias("kind"),
+        name.alias("name"),
+        _int(count_col).alias("count"),
+        _int("Total Time (ns)").alias("total_ns"),
+        pl.lit(0, pl.Int32).alias("rank"),
+    ).filter(pl.col("count").is_not_null() & pl.col("total_ns").is_not_null())
+    out = out.group_by("report", "kind", "name", "rank", maintain_order=True).agg(
+        pl.col("count").sum(), pl.col("total_ns").sum()
+    )
+    return SummarySchema.validate(out.select(SummarySchema.column_names()), cast=True)
+
+
+def _cross_check(
+    kind: str, path: Path, sums_rows: pl.DataFrame, events: pl.DataFrame, warnings: list[str]
+) -> dict[str, str]:
+    """Compare a *_sum report with the trace rows; mismatches become warnings."""
+    sums = sums_rows.select(
+        "name", pl.col("count").alias("want_n"), pl.col("total_ns").alias("want_ns")
     )
     kinds = ["runtime", "driver"] if kind == "api_sum" else ["kernel", "collective"]
     have = (
@@ -421,19 +546,28 @@ def read(path: str | Path, *, rank: int | None = None, **_options: object) -> Tr
     warnings: list[str] = []
     events, gpu_names = _events(s, skipped, warnings)
     extra: dict[str, str] = {"nsys_stats_reports": ",".join(sorted(s.files))}
-    for kind in ("api_sum", "kern_sum"):
+    summaries = [empty_summaries()]
+    for kind in ("api_sum", "kern_sum", "mem_time_sum"):
         if kind in s.files:
             try:
-                extra |= _cross_check(kind, s.files[kind], events, warnings)
-            except InputError as exc:  # a summary report only cross-checks: warn, go on
-                warnings.append(f"{exc.line()}; not used for the cross-check")
+                rows = read_summary(kind, s.files[kind])
+            except InputError as exc:  # a bad summary report: warn, read the traces anyway
+                warnings.append(f"{exc.line()}; summary not used")
+                continue
+            summaries.append(rows)
+            if kind != "mem_time_sum":
+                extra |= _cross_check(kind, s.files[kind], rows, events, warnings)
     events, ranks, rank_warning = assign_ranks(events, rank)
     events, invalid = filter_events(events)
     for reason, n in invalid.items():
         skipped[reason] = skipped.get(reason, 0) + n
     warnings += [rank_warning] if rank_warning else []
+    sums = pl.concat(summaries)
+    if rank is not None:
+        sums = sums.with_columns(pl.lit(rank, pl.Int32).alias("rank"))
     return Trace(
         events=events,
+        summaries=sums,
         meta=TraceMeta(
             source=s.name,
             format="nsys_csv",
@@ -468,8 +602,10 @@ def _events(
     if api is None:
         warnings.append(f"{s.name}: no cuda_api_trace report: GPU activity only, no host API calls")
     if "gpu_trace" not in s.files:
-        warnings.append(
-            f"{s.name}: no cuda_gpu_trace report: host API calls only; kernel and copy times "
-            "are unknown"
+        known = (
+            "kernel times only as totals per name (cuda_gpu_kern_sum), copy times unknown"
+            if "kern_sum" in s.files
+            else "kernel and copy times are unknown"
         )
+        warnings.append(f"{s.name}: no cuda_gpu_trace report: host API calls only; {known}")
     return pl.concat([conform(f) for f in frames], how="vertical"), gpu_names

@@ -67,7 +67,7 @@ class BlockedNonBlockingCopy(Rule):
     See below.
 
     ## References
-    - DESIGN.md mechanism ``blocked_non_blocking``; cc-cost-model.md M3.
+    - ISPASS 2025 (Yang, Sonji, Jog; H100, TDX): ``cudaMemcpyAsync`` median 5.0 → 44.4 µs in CC.
     - vLLM PR #52226; SGLang PR #15188; Phala "TEE is really fast on Blackwell".
     """
 

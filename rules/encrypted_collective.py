@@ -53,7 +53,8 @@ class EncryptedCollective(Rule):
     See below.
 
     ## References
-    - DESIGN.md mechanism ``encrypted_collectives``; arXiv 2501.11771 (DDP under GPU TEEs).
+    - Lee et al., "Characterization of GPU TEE Overheads in Distributed Data Parallel ML
+      Training", arXiv 2501.11771.
     """
 
     code: ClassVar[str] = "CO01"

@@ -63,13 +63,15 @@ class HostCodeSlower(Rule):
     See below.
 
     ## References
-    - cc-cost-model.md (TDX first touch of 4 KB pages, THP); ISPASS'25 artifact (hotspot3D).
+    - FLASH checkpointing artifact, ``artifact_flash/benchmarks/`` README (TDX first touch of
+      4 KB pages, THP); ISPASS'25 artifact (hotspot3D).
     """
 
     code: ClassVar[str] = "HS01"
     name: ClassVar[str] = "host-code-slower"
     mechanism: ClassVar[str] = "host_slowdown"
     requires: ClassVar[frozenset[Kind]] = frozenset()
+    requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
 
     @dataclass(frozen=True)
     class Options:
@@ -79,6 +81,8 @@ class HostCodeSlower(Rule):
         max_gap_slope: float = opt(3.0, "Largest gap slope read as slower code (beyond: waits).")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
+        if ctx.host_only and (skip := self._host_only(ctx)) is not None:
+            return skip
         sd = ctx.slowdown
         if sd["op_kinds"] >= self.options.min_control_kinds:
             ratio = float(sd.get("mean_ratio", sd["ratio"]))
@@ -118,6 +122,13 @@ class HostCodeSlower(Rule):
         summary = f"host code outside CUDA calls {ratio:.2f}x slower ({basis})"
         conf = "medium" if sd["op_kinds"] >= self.options.min_control_kinds else "low"
         return self.fired(cl, summary, ev, conf, ratio=ratio)
+
+    def _host_only(self, ctx: RuleContext) -> Outcome | None:
+        """Host-only pairs: from the API trace the host path is the critical path and the
+        host gaps are on the ledger, so the main path applies; from cpu_ops only it does not."""
+        if ctx.op_mode:
+            return Outcome.skipped("treatment has no GPU activity (CC mode 'on'); needs GPU events")
+        return None
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         text = (

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 from ccdiag.rules import _expr as ex
+from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag.schema import Kind
@@ -43,26 +44,34 @@ class OneTimeSetup(Rule):
 
     ## Limits
     Allocation inside a step (a cache miss of the allocator) is counted here too. Context creation
-    inside another thread's first call is not on the main thread's ledger.
+    inside another thread's first call is not on the main thread's ledger. Host-only pairs: a
+    ``cudaFree`` that waited for slower kernels is not setup (``rules/_host_only.py``).
 
     ## Options
     See below.
 
     ## References
-    - DESIGN.md "Whole-program traces"; hcc-ispass25 README "Fixed start-up costs".
+    - ISPASS'25 artifact (github.com/Elio-yang/hcc-ispass25-artifact) README, "Fixed start-up
+      costs".
     """
 
     code: ClassVar[str] = "SU01"
     name: ClassVar[str] = "one-time-setup"
     mechanism: ClassVar[str] = "one_time_setup"
     requires: ClassVar[frozenset[Kind]] = frozenset({Kind.RUNTIME})
+    requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
 
     @dataclass(frozen=True)
     class Options:
         min_growth_ns: int = opt(50_000, "Smallest growth of setup API time per step (ns).")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        d = float(ctx.ledger["d_setup_api"].median() or 0)
+        if ctx.host_only:
+            return self._host_only(ctx)
+        return self._evaluate(ctx, ctx.ledger, "d_setup_api")
+
+    def _evaluate(self, ctx: RuleContext, growth: pl.DataFrame, col: str) -> Outcome:
+        d = ex.num(growth[col].median())
         if d < self.options.min_growth_ns:
             return Outcome.clean(f"setup API time grew {d / 1e3:.1f} us/step")
         sb, st = (c.filter(pl.col("cls") == "setup") for c in (ctx.calls_b, ctx.calls_t))
@@ -92,7 +101,22 @@ class OneTimeSetup(Rule):
         summary = (
             f"setup calls +{d / 1e6:.1f} ms/step (largest: {big['name']} {big['ns'] / 1e6:.0f} ms)"
         )
-        return self.fired(claims(ctx.ledger, "setup_api", "d_setup_api"), summary, ev, "high")
+        return self.fired(claims(growth, "setup_api", col), summary, ev, "high")
+
+    # ----------------------------------------------------------------- host-only branch
+
+    def _host_only(self, ctx: RuleContext) -> Outcome:
+        """No GPU trace in the treatment: setup calls that wait for the device (``cudaFree``)
+        hold the wait for slower kernels too; the kernel-time growth they waited for
+        (``rules/_host_only.waited_split``) is not setup."""
+        if ctx.op_mode:
+            return Outcome.skipped("host-only treatment from cpu_ops: no CUDA setup calls")
+        waited = hx.waited_split(ctx)["explained"]["setup_wait"]
+        g = ctx.ledger.select("rank", "idx", "d_setup_api").join(
+            waited, on=["rank", "idx"], how="left"
+        )
+        g = g.with_columns((pl.col("d_setup_api") - pl.col("ns").fill_null(0)).alias("d_setup"))
+        return self._evaluate(ctx, g, "d_setup")
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         if not ctx.pair.whole_program:

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import polars as pl
 from ccdiag.rules import _expr as ex
+from ccdiag.rules import _host_only as hx
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag.schema import Kind
@@ -41,19 +42,23 @@ class UvmMigration(Rule):
 
     ## Limits
     Kernel growth without any UVM activity is left unattributed (clocks, contention: not CC).
-    Fault rows that nsys attributes to no step are placed by their start time.
+    Fault rows that nsys attributes to no step are placed by their start time. Host-only pairs
+    (no ``cuda_gpu_trace``): kernel growth from ``cuda_gpu_kern_sum`` against the growth of the
+    calls that waited for it, only with managed memory in the program (``rules/_host_only.py``).
 
     ## Options
     See below.
 
     ## References
-    - cc-cost-model.md M6 and §2.0 "UVM fault migration"; ISPASS 2025 artifact ``example_csv``.
+    - NVIDIA developer forums, "UVM in Confidential Computing mode"; open-gpu-kernel-modules
+      ``kernel-open/nvidia-uvm/uvm_conf_computing.h``; ISPASS 2025 artifact ``example_csv``.
     """
 
     code: ClassVar[str] = "UV01"
     name: ClassVar[str] = "uvm-migration"
     mechanism: ClassVar[str] = "uvm_migration"
     requires: ClassVar[frozenset[Kind]] = frozenset()
+    requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
 
     @dataclass(frozen=True)
     class Options:
@@ -66,6 +71,8 @@ class UvmMigration(Rule):
         )
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
+        if ctx.host_only:  # no GPU trace in the treatment: rules/_host_only.py
+            return hx.uvm_outcome(self, ctx)
         ub, ut = (
             s.gpu.filter(pl.col("gclass") == "uvm") for s in (ctx.pair.baseline, ctx.pair.treatment)
         )

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q -e .
+.venv/bin/python -m pip install -q -c requirements.lock -e .  # the versions CI tested
 if [ $# -ge 2 ]; then
   exec .venv/bin/ccdiag analyze "$1" "$2"
 fi

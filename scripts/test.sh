@@ -8,7 +8,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
+# requirements.lock pins every dependency (uv pip compile): the versions CI tested
+.venv/bin/python -m pip install -q -c requirements.lock -e '.[dev]'
 # The capture tests run the CPU build of PyTorch for real; install it when a local wheel is at hand
 # (downloading PyPI's default CUDA build would cost gigabytes). Without it those tests skip.
 if ! .venv/bin/python -c 'import torch' 2>/dev/null; then

@@ -83,6 +83,14 @@ def test_missing_gpu_trace_makes_a_host_only_treatment() -> None:
     assert all(a.confidence == "low" for a in r.attribution)
 
 
+def test_bn_uvm_without_gpu_trace_is_led_by_uvm_migration_from_the_summary_tables() -> None:
+    # issue 12 class 4: it was 97 % unattributed; cuda_gpu_kern_sum shows +30.7 s of kernels
+    r = report("BN", "uvm")
+    assert vi.steady_leader(r) == "uvm_migration"
+    assert abs(r.unattributed_share) < 0.1
+    assert vi.facts(r)["kernel_ms"] == (399.810652, 31062.87874)
+
+
 def test_hotspot3d_host_code_is_host_slowdown_with_low_confidence_and_flagged() -> None:
     # its host code outside CUDA calls grows ~1 s in the TD; HS01 claims it from the gap fit
     r = report("hotspot3D", "nor")

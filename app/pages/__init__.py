@@ -6,6 +6,6 @@ Each module has ``PAGE`` (path, name, title, order), ``layout()`` and ``register
 
 from __future__ import annotations
 
-from ccdiag.app.pages import export, overview, recommendations, timeline, traces
+from ccdiag.app.pages import export, overview, recommendations, timeline, traces, whatif
 
-PAGE_MODULES = (overview, timeline, recommendations, export, traces)
+PAGE_MODULES = (overview, timeline, recommendations, export, traces, whatif)

@@ -21,3 +21,13 @@ def waiting() -> html.Div:
         "No analysis loaded yet: the status line above shows progress; or choose a pair on the "
         "Traces page."
     )
+
+
+def failed(data: Any) -> html.Div | None:
+    """What a page shows after the last analysis failed (the header's banner says why)."""
+    if isinstance(data, dict) and isinstance(data.get("failed"), str):
+        return placeholder(
+            f"The analysis of {data.get('label', 'this pair')} did not finish (see the banner "
+            "above): nothing to show. Choose a pair on the Traces page."
+        )
+    return None

@@ -11,6 +11,7 @@ from typing import Any
 from ccdiag.app import ids
 from ccdiag.app.jobs import Analyses
 from ccdiag.app.pages._common import entry_of
+from ccdiag.app.truth import verdict_line
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from ccdiag import api
@@ -69,7 +70,9 @@ def register(app: Dash, analyses: Analyses) -> None:
     def _info(data: Any) -> Any:
         e = entry_of(analyses, data)
         return (
-            "No analysis loaded yet." if e is None else f"Report of {e.label}: {e.report.verdict}"
+            "No analysis loaded yet."
+            if e is None
+            else f"Report of {e.label}: {verdict_line(e.report)}"
         )
 
     @app.callback(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ccdiag.app import figures, ids
+from ccdiag.app import figures, ids, truth
 from ccdiag.app.jobs import Analyses
-from ccdiag.app.layout import evidence_block, graph, table
-from ccdiag.app.pages._common import entry_of, waiting
+from ccdiag.app.layout import evidence_block, graph, text_table
+from ccdiag.app.pages._common import entry_of, failed, waiting
 from ccdiag.app.units import fmt_ns, fmt_share, mechanism_label
 from dash import Dash, Input, Output, dcc, html
 
@@ -50,18 +50,32 @@ def _header(report: Any, mechanism: str) -> list[Any]:
     spread = (
         f" · per step p10–p90 {fmt_ns(a.spread.p10)} – {fmt_ns(a.spread.p90)}" if a.spread else ""
     )
-    parts = [{"ledger category": k, "ns per step": v} for k, v in a.parts.items()]
+    parts = [{"ledger category": k, "per step": fmt_ns(v)} for k, v in a.parts.items()]
+    share = truth.share_of_delta(report, a.ns_per_step)
+    nothing = (
+        [
+            html.P(
+                f"The rule {a.rule} fired, but the time attributed to it is "
+                f"{fmt_ns(a.ns_per_step)} per step ({fmt_share(share)} of the delta "
+                f"{truth.delta_text(report)}): nothing measurable to fix here.",
+                className="card not-found",
+            )
+        ]
+        if truth.is_negligible(report, a.ns_per_step)
+        else []
+    )
     return [
         title,
+        *nothing,
         html.Div(
             [
                 html.Div(
-                    f"{fmt_ns(a.ns_per_step)} per step · {fmt_share(a.share)} of the delta · "
-                    f"confidence {a.confidence} · rule {a.rule}{spread}",
+                    f"{fmt_ns(a.ns_per_step)} per step · {fmt_share(share)} of the delta "
+                    f"({truth.delta_text(report)}) · confidence {a.confidence} · rule {a.rule}{spread}",
                     className="big-line",
                 ),
                 html.P(a.summary),
-                html.Details([html.Summary("how the time was counted"), table(parts)])
+                html.Details([html.Summary("how the time was counted"), text_table(parts)])
                 if parts
                 else None,
             ],
@@ -71,20 +85,30 @@ def _header(report: Any, mechanism: str) -> list[Any]:
 
 
 def _fixes(report: Any, mechanism: str) -> list[Any]:
-    a = figures.attribution(report, mechanism)
-    if a is None or not a.recommendations:
+    fx = truth.fixes(report)
+    mine = [f for f in fx.shown if f.mechanism == mechanism or mechanism in f.also]
+    zero = [f for f in fx.hidden if f.mechanism == mechanism or mechanism in f.also]
+    if not mine and not zero:
         return []
     rows = [
         {
-            "fix": r.fix,
-            "recovers": fmt_ns(r.predicted_recovery_ns_per_step) + " / step",
-            "of the gap": fmt_share(r.share),
-            "what to do": r.text,
-            "how predicted": r.method,
+            "rank": f.rank,
+            "fix": f.fix + (f" (alternative to {f.alternative_to})" if f.alternative_to else ""),
+            "recovers": fmt_ns(f.ns) + " per step",
+            "of the delta": fmt_share(f.share),
+            "what to do": f.text,
+            "how predicted": f.method,
         }
-        for r in a.recommendations
+        for f in mine
     ]
-    return [html.H3("Fixes"), table(rows)]
+    out: list[Any] = [html.H3("Fixes")]
+    if rows:
+        out.append(text_table(rows))
+    if zero:
+        out.append(
+            html.Ul([html.Li(truth.hidden_text(report, f)) for f in zero], className="hidden-fixes")
+        )
+    return out
 
 
 def content(report: Any, series: Any, mechanism: str) -> list[Any]:
@@ -106,7 +130,7 @@ def register(app: Dash, analyses: Analyses) -> None:
     def _render(data: Any, mechanism: Any) -> Any:
         e = entry_of(analyses, data)
         if e is None or mechanism not in MECHANISMS:
-            return waiting()
+            return failed(data) or waiting()
         return content(e.report, e.series, mechanism)
 
 

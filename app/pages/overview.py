@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccdiag.app import figures, ids
+from ccdiag.app import figures, ids, truth
 from ccdiag.app.jobs import Analyses
-from ccdiag.app.layout import graph, table
-from ccdiag.app.pages._common import entry_of, waiting
+from ccdiag.app.layout import graph, table, text_table
+from ccdiag.app.pages._common import entry_of, failed, waiting
 from ccdiag.app.units import fmt_ns, fmt_share, mechanism_label
 from dash import Dash, Input, Output, html
 
@@ -19,10 +19,10 @@ def layout(**_: Any) -> html.Div:
 
 
 def _top(report: Any) -> html.Div:
-    atts = sorted(report.attribution, key=lambda a: -a.ns_per_step)
-    if not atts or atts[0].ns_per_step <= 0:
+    atts = truth.found(report)
+    if not atts:
         return html.Div(
-            "No mechanism explains a positive share of the delta.",
+            f"No mechanism explains a measurable part of the delta ({truth.delta_text(report)}).",
             id=ids.OV_TOP_MECHANISM,
             className="card top-mech",
             **{"data-mechanism": ""},  # type: ignore[arg-type]
@@ -38,8 +38,9 @@ def _top(report: Any) -> html.Div:
                 ]
             ),
             html.Div(
-                f"{fmt_ns(a.ns_per_step)} per step, {fmt_share(a.share)} of the delta, "
-                f"confidence {a.confidence} ({a.rule})"
+                f"{fmt_ns(a.ns_per_step)} per step, "
+                f"{fmt_share(truth.share_of_delta(report, a.ns_per_step))} of the delta "
+                f"({truth.delta_text(report)}), confidence {a.confidence} ({a.rule})"
             ),
             html.Div(a.summary, className="muted"),
         ],
@@ -49,21 +50,55 @@ def _top(report: Any) -> html.Div:
     )
 
 
+def fix_rows(fx: truth.Fixes, n: int | None = None) -> list[dict[str, str]]:
+    """Table rows of the shown fixes (rank, alternatives marked)."""
+    rows = []
+    for f in fx.shown[:n]:
+        rows.append(
+            {
+                "rank": f.rank,
+                "fix": f.fix
+                + (f" (alternative to {f.alternative_to})" if f.alternative_to else ""),
+                "predicted recovery": fmt_ns(f.ns) + " per step",
+                "of the delta": fmt_share(f.share),
+                "what to do": f.text,
+            }
+        )
+    return rows
+
+
 def _fixes(report: Any, n: int = 3) -> html.Div:
-    recs = sorted(report.recommendations, key=lambda r: -r.predicted_recovery_ns_per_step)[:n]
-    rows = [
-        {
-            "fix": r.fix,
-            "predicted recovery": fmt_ns(r.predicted_recovery_ns_per_step) + " / step",
-            "of the gap": fmt_share(r.share),
-            "what to do": r.text,
-        }
-        for r in recs
-    ]
-    return html.Div(
-        [html.H3("Top fixes"), table(rows) if rows else html.P("No fix to recommend.")],
-        id=ids.OV_FIXES,
-    )
+    fx = truth.fixes(report)
+    body: list[Any] = [html.H3("Top fixes")]
+    if fx.top_without_fix is not None:
+        body.append(html.P(truth.no_fix_text(report, fx.top_without_fix), className="card warning"))
+    rest = [a for a in truth.unfixed(report) if a is not fx.top_without_fix]
+    if rest:
+        body.append(
+            html.Ul([html.Li(truth.unfixed_text(report, a)) for a in rest], className="muted")
+        )
+    rows = fix_rows(fx, n)
+    body.append(text_table(rows) if rows else html.P("No fix with a predicted recovery."))
+    if fx.hidden:
+        body.append(
+            html.Details(
+                [
+                    html.Summary(f"{len(fx.hidden)} fix(es) predicted to recover ~0: not ranked"),
+                    html.Ul([html.Li(truth.hidden_text(report, f)) for f in fx.hidden]),
+                ],
+                className="hidden-fixes",
+            )
+        )
+    return html.Div(body, id=ids.OV_FIXES)
+
+
+def _outcome(report: Any, r: Any) -> str:
+    if r.outcome != "fired":
+        return r.outcome
+    a = figures.attribution(report, r.mechanism)
+    if a is not None and truth.is_negligible(report, a.ns_per_step):
+        return f"fired, but {fmt_ns(a.ns_per_step)} per step (~0: nothing to fix)"
+    return "fired"
 
 
 def _notes(report: Any) -> html.Div:
@@ -73,7 +108,7 @@ def _notes(report: Any) -> html.Div:
         {
             "rule": f"{r.code} {r.name}",
             "mechanism": r.mechanism,
-            "outcome": r.outcome,
+            "outcome": _outcome(report, r),
             "reason": r.reason,
         }
         for r in report.rules
@@ -83,7 +118,7 @@ def _notes(report: Any) -> html.Div:
             html.H3("Warnings and notes") if items else None,
             html.Ul(items) if items else None,
             html.H3("Rules"),
-            table(rules),
+            text_table(rules),
         ]
     )
 
@@ -131,4 +166,4 @@ def register(app: Dash, analyses: Analyses) -> None:
     @app.callback(Output(ids.OVERVIEW, "children"), Input(ids.REPORT_STORE, "data"))
     def _render(data: Any) -> Any:
         e = entry_of(analyses, data)
-        return waiting() if e is None else content(e.report)
+        return (failed(data) or waiting()) if e is None else content(e.report)

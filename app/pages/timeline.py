@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ccdiag.app import figures, ids
+from ccdiag.app import figures, ids, truth
 from ccdiag.app.jobs import Analyses
 from ccdiag.app.layout import graph
-from ccdiag.app.pages._common import entry_of, waiting
-from ccdiag.app.units import fmt_ns
+from ccdiag.app.pages._common import entry_of, failed, waiting
+from ccdiag.app.units import fmt_ns, mechanism_label
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from ccdiag.errors import InputError
@@ -103,7 +103,7 @@ def register(app: Dash, analyses: Analyses) -> None:
     def _render(index: Any, rank: Any, data: Any) -> Any:
         e = entry_of(analyses, data)
         if e is None or not isinstance(index, int) or not isinstance(rank, int):
-            return waiting(), ""
+            return failed(data) or waiting(), ""
         try:
             tl = analyses.timeline(e.key, index, rank)
         except InputError as exc:
@@ -112,10 +112,15 @@ def register(app: Dash, analyses: Analyses) -> None:
             (s for s in e.report.partition.per_step if s.rank == rank and s.index == index), None
         )
         info = (
-            f"step delta {fmt_ns(step.delta, True)}: "
-            + ", ".join(f"{k} {fmt_ns(v, True)}" for k, v in step.parts.items())
+            f"aligned step {index}: this step's delta {fmt_ns(step.delta, True)} "
+            f"(the pair's: {truth.delta_text(e.report)}) = "
+            + ", ".join(
+                f"{mechanism_label(k)} {fmt_ns(v, True)}"
+                for k, v in sorted(step.parts.items(), key=lambda kv: -abs(kv[1]))
+                if v
+            )
             + ("" if step.kept else " (a trimmed step: not in the aggregate)")
             if step is not None
             else ""
         )
-        return graph(figures.timeline(tl)), info
+        return graph(figures.timeline(tl, step.parts if step is not None else None)), info

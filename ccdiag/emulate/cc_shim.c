@@ -37,6 +37,13 @@
  *   CCDIAG_EMU_NATIVE_TOLL_NS, CCDIAG_EMU_NATIVE_BW   the same GPU's native copy cost, subtracted
  *                            from the padding so that a copy costs toll + bytes/bw in total
  *   CCDIAG_EMU_LAYER         auto (default) | runtime | driver
+ *   CCDIAG_EMU_TOLL_AT       before (default) | after: where the runtime-layer launch toll is paid,
+ *                            in the host gap just before the runtime call or just after it returns
+ *   CCDIAG_EMU_COPY_PAD_AT   host (default) | gpu: copy padding as a host busy wait after the copy
+ *                            (serialized process-wide), or as a delay kernel (ccdiag_emu_copy_pad,
+ *                            one thread spinning on %globaltimer) enqueued on the copy's stream right
+ *                            after it, so the stream, not the host, carries the cost; a synchronous
+ *                            copy then waits for that kernel before it returns
  *   CCDIAG_EMU_LOG           where to write the JSON counters at exit (".<pid>" appended)
  *
  * Control from the workload (dlsym(RTLD_DEFAULT, ...) or ctypes.CDLL(None)):
@@ -44,6 +51,7 @@
  *                            bit 2 copy_sync)
  *   ccdiag_emu_mark_step()    start the next step's counters
  *   ccdiag_emu_dump(path)     write the counters now
+ *   ccdiag_emu_busy_ns(ns)    busy-wait ns (CPU work that, called through ctypes, releases the GIL)
  *
  * Builds with any C compiler, no CUDA headers needed:  cc -O2 -shared -fPIC cc_shim.c -o
  * libccdiag_cc_shim.so -ldl -lpthread
@@ -80,6 +88,8 @@ static int g_mask = MECH_LAUNCH | MECH_COPY | MECH_SYNC;
 static long long g_launch_ns, g_graph_ns, g_copy_toll_ns, g_native_toll_ns;
 static double g_copy_bw, g_native_bw;
 static int g_layer; /* 0 auto, 1 runtime, 2 driver */
+static int g_toll_after; /* CCDIAG_EMU_TOLL_AT=after: the runtime-layer toll is paid just after the call */
+static int g_pad_gpu;    /* CCDIAG_EMU_COPY_PAD_AT=gpu: copy padding is a delay kernel on the copy's stream */
 static char g_log[4096];
 static pthread_mutex_t g_copy_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -87,12 +97,13 @@ static pthread_mutex_t g_copy_lock = PTHREAD_MUTEX_INITIALIZER;
 typedef struct {
   long long launches, launch_ns, graph_launches, graph_ns;
   long long copies, copy_bytes, copy_pad_ns, copy_wait_ns, copy_lock_wait_ns;
+  long long copy_pad_gpu_ns, copy_pad_kernels;
 } step_stats;
 static step_stats g_steps[MAX_STEPS];
 static int g_step;
 static long long g_rt_launch_calls, g_drv_launch_calls, g_rt_copy_calls, g_drv_copy_calls;
 static long long g_rt_launch_tolled, g_drv_launch_tolled, g_rt_copy_emulated, g_drv_copy_emulated;
-static long long g_copy_dir_unknown;
+static long long g_copy_dir_unknown, g_pad_kernel_failures;
 static int g_drv_launch_seen[2], g_drv_copy_seen; /* [0] kernels, [1] graphs */
 static __thread int t_in_rt_launch, t_launch_done, t_in_rt_copy, t_copy_done;
 
@@ -131,6 +142,12 @@ static void *g_libcuda;
 static CUresult (*drv_stream_sync)(CUstream);
 static CUresult (*drv_ctx_sync)(void);
 static CUresult (*drv_ptr_attr)(void *, int, CUdeviceptr);
+static CUresult (*drv_ctx_get_current)(void **);
+static CUresult (*drv_module_load_data)(void **, const void *);
+static CUresult (*drv_module_get_function)(CUfunction *, void *, const char *);
+static CUresult (*drv_launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                     unsigned, CUstream, void **, void **);
+static CUresult (*drv_stream_is_capturing)(CUstream, int *);
 
 static void init_real_dlsym(void) {
   if (real_dlsym) return;
@@ -150,6 +167,57 @@ static void init_driver_helpers(void) {
   drv_ctx_sync = (CUresult(*)(void))real_dlsym(g_libcuda, "cuCtxSynchronize");
   drv_ptr_attr = (CUresult(*)(void *, int, CUdeviceptr))real_dlsym(g_libcuda, "cuPointerGetAttribute");
   drv_stream_sync = (CUresult(*)(CUstream))real_dlsym(g_libcuda, "cuStreamSynchronize");
+  drv_ctx_get_current = (CUresult(*)(void **))real_dlsym(g_libcuda, "cuCtxGetCurrent");
+  drv_module_load_data = (CUresult(*)(void **, const void *))real_dlsym(g_libcuda, "cuModuleLoadData");
+  drv_module_get_function = (CUresult(*)(CUfunction *, void *, const char *))real_dlsym(g_libcuda, "cuModuleGetFunction");
+  drv_launch_kernel = (CUresult(*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   CUstream, void **, void **))real_dlsym(g_libcuda, "cuLaunchKernel");
+  drv_stream_is_capturing = (CUresult(*)(CUstream, int *))real_dlsym(g_libcuda, "cuStreamIsCapturing");
+}
+
+/* GPU-side copy padding: a one-thread kernel that spins on %globaltimer for `ns` nanoseconds,
+ * launched right after the copy on the copy's stream (the copy's stream is then busy for
+ * toll + bytes/bw in all, while the host call returns at once). JIT-compiled by the driver from
+ * this PTX at first use, once per process (one CUDA context: the primary one). */
+static const char PAD_PTX[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .entry ccdiag_emu_copy_pad(.param .u64 ns)\n{\n"
+    "  .reg .u64 %rd<5>;\n  .reg .pred %p<2>;\n"
+    "  ld.param.u64 %rd1, [ns];\n  mov.u64 %rd2, %globaltimer;\n  add.u64 %rd3, %rd2, %rd1;\n"
+    "LOOP:\n  mov.u64 %rd4, %globaltimer;\n  setp.lt.u64 %p1, %rd4, %rd3;\n  @%p1 bra LOOP;\n  ret;\n}\n";
+static CUfunction g_pad_fn;
+static pthread_mutex_t g_pad_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_pad_broken;
+
+/* Launch the delay kernel on `stream`; 0 when it was enqueued. Skipped while the stream is being
+ * captured into a CUDA graph. */
+static int launch_pad_kernel(CUstream stream, long long ns) {
+  init_driver_helpers();
+  if (g_pad_broken || !drv_launch_kernel || !drv_module_load_data || !drv_ctx_get_current) return -1;
+  void *ctx = NULL;
+  if (drv_ctx_get_current(&ctx) != 0 || !ctx) return -1;
+  if (drv_stream_is_capturing) {
+    int st = 0;
+    if (drv_stream_is_capturing(stream, &st) == 0 && st != 0) return -1;
+  }
+  if (!g_pad_fn) {
+    pthread_mutex_lock(&g_pad_lock);
+    if (!g_pad_fn) {
+      void *mod = NULL;
+      CUfunction fn = NULL;
+      if (drv_module_load_data(&mod, PAD_PTX) != 0 || drv_module_get_function(&fn, mod, "ccdiag_emu_copy_pad") != 0) {
+        g_pad_broken = 1;
+        fprintf(stderr, "ccdiag shim: could not load the copy-pad kernel; GPU-side padding is off\n");
+      } else {
+        g_pad_fn = fn;
+      }
+    }
+    pthread_mutex_unlock(&g_pad_lock);
+    if (!g_pad_fn) return -1;
+  }
+  unsigned long long arg = (unsigned long long)ns;
+  void *params[] = {&arg};
+  return drv_launch_kernel(g_pad_fn, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL) == 0 ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------ mechanisms */
@@ -172,27 +240,41 @@ typedef CUresult (*issue_fn)(void *ctx);
 static CUresult emulate_copy(size_t bytes, CUstream stream, int is_async, issue_fn issue, void *ctx) {
   step_stats *s = cur();
   long long t_req = now_ns();
-  int serialize = (g_mask & MECH_COPY) != 0;
+  int pad_gpu = g_pad_gpu && (g_mask & MECH_COPY);
+  int serialize = (g_mask & MECH_COPY) != 0 && !pad_gpu; /* on the GPU: copies serialize on their streams */
   if (serialize) pthread_mutex_lock(&g_copy_lock);
   long long t_in = now_ns();
   CUresult r = issue(ctx);
   long long t_issued = now_ns();
-  if (is_async && (g_mask & MECH_SYNC)) {
-    init_driver_helpers();
-    if (drv_stream_sync) drv_stream_sync(stream);
-  }
-  long long t_done = now_ns();
   long long pad = 0;
   if (g_mask & MECH_COPY) {
     double target = (double)g_copy_toll_ns + (g_copy_bw > 0 ? bytes * 1e9 / g_copy_bw : 0.0);
     double native = (double)g_native_toll_ns + (g_native_bw > 0 ? bytes * 1e9 / g_native_bw : 0.0);
     pad = (long long)(target > native ? target - native : 0.0);
-    spin_until(t_done + pad);
   }
+  if (pad_gpu && pad > 0) {
+    if (launch_pad_kernel(stream, pad) == 0) {
+      ADD(s->copy_pad_gpu_ns, pad);
+      ADD(s->copy_pad_kernels, 1);
+    } else {
+      ADD(g_pad_kernel_failures, 1);
+    }
+    /* A synchronous copy stays synchronous: it returns once its (longer) GPU copy is done. */
+    if (!is_async) {
+      init_driver_helpers();
+      if (drv_stream_sync) drv_stream_sync(stream);
+    }
+  }
+  if (is_async && (g_mask & MECH_SYNC)) {
+    init_driver_helpers();
+    if (drv_stream_sync) drv_stream_sync(stream);
+  }
+  long long t_done = now_ns();
+  if (!pad_gpu && pad > 0) spin_until(t_done + pad);
   if (serialize) pthread_mutex_unlock(&g_copy_lock);
   ADD(s->copies, 1);
   ADD(s->copy_bytes, (long long)bytes);
-  ADD(s->copy_pad_ns, pad);
+  if (!pad_gpu) ADD(s->copy_pad_ns, pad);
   ADD(s->copy_wait_ns, t_done - t_issued);
   ADD(s->copy_lock_wait_ns, t_in - t_req);
   return r;
@@ -440,18 +522,28 @@ void *dlsym(void *handle, const char *symbol) {
 /* ================================================================== runtime layer */
 #define RT_ACTIVE(mech) ((g_mask & (mech)) && g_layer != 2)
 
+static int rt_should_toll(int graph) {
+  /* Toll outside the runtime call only while the driver layer has not shown it works. */
+  return RT_ACTIVE(MECH_LAUNCH) && (g_layer == 1 || !__atomic_load_n(&g_drv_launch_seen[graph], __ATOMIC_RELAXED));
+}
 static void rt_launch_enter(int graph) {
   ADD(g_rt_launch_calls, 1);
   t_in_rt_launch = 1;
   t_launch_done = 0;
-  /* Toll here (outside the runtime call) only while the driver layer has not shown it works. */
-  if (RT_ACTIVE(MECH_LAUNCH) && (g_layer == 1 || !__atomic_load_n(&g_drv_launch_seen[graph], __ATOMIC_RELAXED))) {
+  if (!g_toll_after && rt_should_toll(graph)) {
     pay_launch_toll(graph);
     ADD(g_rt_launch_tolled, 1);
     t_launch_done = 1;
   }
 }
-static void rt_launch_exit(void) { t_in_rt_launch = 0; }
+static void rt_launch_exit(int graph) {
+  /* CCDIAG_EMU_TOLL_AT=after: the same toll, paid in the gap just after the call returns. */
+  if (g_toll_after && !t_launch_done && rt_should_toll(graph)) {
+    pay_launch_toll(graph);
+    ADD(g_rt_launch_tolled, 1);
+  }
+  t_in_rt_launch = 0;
+}
 
 #define DEF_RT_LAUNCH(NAME, PARAMS, ARGS, GRAPH)        \
   cudaError_t NAME PARAMS {                             \
@@ -459,7 +551,7 @@ static void rt_launch_exit(void) { t_in_rt_launch = 0; }
     if (!real) real = next_sym(#NAME);                  \
     rt_launch_enter(GRAPH);                             \
     cudaError_t r = real ARGS;                          \
-    rt_launch_exit();                                   \
+    rt_launch_exit(GRAPH);                              \
     return r;                                           \
   }
 #define RTL_P (const void *f, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st)
@@ -549,30 +641,35 @@ void ccdiag_emu_mark_step(void) {
   if (s < MAX_STEPS - 1) __atomic_store_n(&g_step, s + 1, __ATOMIC_RELAXED);
 }
 int ccdiag_emu_current_step(void) { return g_step; }
+/* CPU work for workloads that must not hold Python's GIL while they compute (ctypes releases it). */
+void ccdiag_emu_busy_ns(long long ns) { spin_until(now_ns() + ns); }
 
 int ccdiag_emu_dump(const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   fprintf(f, "{\n \"config\": {\"mask\": %d, \"layer\": \"%s\", \"launch_ns\": %lld, \"graph_ns\": %lld, "
-             "\"copy_toll_ns\": %lld, \"copy_bw\": %.1f, \"native_toll_ns\": %lld, \"native_bw\": %.1f},\n",
+             "\"copy_toll_ns\": %lld, \"copy_bw\": %.1f, \"native_toll_ns\": %lld, \"native_bw\": %.1f, "
+             "\"toll_at\": \"%s\", \"copy_pad_at\": \"%s\"},\n",
           g_mask, g_layer == 1 ? "runtime" : g_layer == 2 ? "driver" : "auto", g_launch_ns, g_graph_ns,
-          g_copy_toll_ns, g_copy_bw, g_native_toll_ns, g_native_bw);
+          g_copy_toll_ns, g_copy_bw, g_native_toll_ns, g_native_bw, g_toll_after ? "after" : "before",
+          g_pad_gpu ? "gpu" : "host");
   fprintf(f, " \"calls\": {\"runtime_launch\": %lld, \"driver_launch\": %lld, \"runtime_launch_tolled\": %lld, "
              "\"driver_launch_tolled\": %lld, \"runtime_copy\": %lld, \"driver_copy\": %lld, "
              "\"runtime_copy_emulated\": %lld, \"driver_copy_emulated\": %lld, \"copy_direction_unknown\": %lld, "
-             "\"driver_launch_layer_seen\": %d, \"driver_graph_layer_seen\": %d, \"driver_copy_layer_seen\": %d},\n",
+             "\"driver_launch_layer_seen\": %d, \"driver_graph_layer_seen\": %d, \"driver_copy_layer_seen\": %d, "
+             "\"copy_pad_kernel_failures\": %lld},\n",
           g_rt_launch_calls, g_drv_launch_calls, g_rt_launch_tolled, g_drv_launch_tolled, g_rt_copy_calls,
           g_drv_copy_calls, g_rt_copy_emulated, g_drv_copy_emulated, g_copy_dir_unknown, g_drv_launch_seen[0],
-          g_drv_launch_seen[1], g_drv_copy_seen);
+          g_drv_launch_seen[1], g_drv_copy_seen, g_pad_kernel_failures);
   fprintf(f, " \"steps\": [\n");
   int last = g_step < MAX_STEPS ? g_step : MAX_STEPS - 1;
   for (int i = 0; i <= last; i++) {
     step_stats *s = &g_steps[i];
     fprintf(f, "  {\"step\": %d, \"launches\": %lld, \"launch_ns\": %lld, \"graph_launches\": %lld, \"graph_ns\": %lld, "
                "\"copies\": %lld, \"copy_bytes\": %lld, \"copy_pad_ns\": %lld, \"copy_wait_ns\": %lld, "
-               "\"copy_lock_wait_ns\": %lld}%s\n",
+               "\"copy_lock_wait_ns\": %lld, \"copy_pad_gpu_ns\": %lld, \"copy_pad_kernels\": %lld}%s\n",
             i, s->launches, s->launch_ns, s->graph_launches, s->graph_ns, s->copies, s->copy_bytes, s->copy_pad_ns,
-            s->copy_wait_ns, s->copy_lock_wait_ns, i < last ? "," : "");
+            s->copy_wait_ns, s->copy_lock_wait_ns, s->copy_pad_gpu_ns, s->copy_pad_kernels, i < last ? "," : "");
   }
   fprintf(f, " ]\n}\n");
   fclose(f);
@@ -601,6 +698,10 @@ __attribute__((constructor)) static void ccdiag_emu_init(void) {
   g_native_bw = env_d("CCDIAG_EMU_NATIVE_BW", 0);
   const char *layer = getenv("CCDIAG_EMU_LAYER");
   g_layer = layer && !strcmp(layer, "runtime") ? 1 : layer && !strcmp(layer, "driver") ? 2 : 0;
+  const char *at = getenv("CCDIAG_EMU_TOLL_AT");
+  g_toll_after = at && !strcmp(at, "after");
+  const char *pad_at = getenv("CCDIAG_EMU_COPY_PAD_AT");
+  g_pad_gpu = pad_at && !strcmp(pad_at, "gpu");
   const char *log = getenv("CCDIAG_EMU_LOG");
   if (log) snprintf(g_log, sizeof g_log, "%s.%d", log, (int)getpid());
 }

@@ -78,6 +78,9 @@ class CpuNeighbour:
 
 
 _NEIGHBOUR: CpuNeighbour | None = None
+#: The single-session run's phases and their per-step shim counters (for the truth file).
+_PHASES: list[tuple[str, list[str]]] = []
+_PHASE_COUNTERS: dict[str, list[dict]] = {}
 
 
 def set_driver_mechanisms(wl: Any, mechs: list[str]) -> None:
@@ -180,6 +183,8 @@ def run_phase(
     set_driver_mechanisms(wl, mechs)
     if world > 1:
         torch.distributed.barrier()
+    if hasattr(wl, "block_boundary"):  # loops without a per-step sync start each phase empty
+        wl.block_boundary()
     if args.backend == "none":  # timing only, no profiler at all
         first = ctl.current_step() + args.warmup
         plain: list[int] = []
@@ -240,17 +245,21 @@ def run_session(
     blocks: list[tuple[str, list[str]]] = []
     for r in range(args.rounds):
         blocks += phases if r == 0 else order.sample(phases, len(phases))
-    n = len(blocks) * args.block_steps
+    per = args.settle_steps + args.block_steps  # steps per block, the first ones not timed
+    n = len(blocks) * per
     tmp = out / (f".session.rank{rank}" if world > 1 else ".session")
     tmp.mkdir(parents=True, exist_ok=True)
-    cap = Capture(
-        tmp,
-        "session",
-        steps=n,
-        warmup=args.warmup,
-        rank=rank if world > 1 else None,
-        record_shapes=not args.no_record_shapes,
-    )
+    if args.backend == "none":  # the same interleaved protocol, no profiler at all
+        cap: Any = _NoCapture(n + args.warmup, ctl)
+    else:
+        cap = Capture(
+            tmp,
+            "session",
+            steps=n,
+            warmup=args.warmup,
+            rank=rank if world > 1 else None,
+            record_shapes=not args.no_record_shapes,
+        )
     times: dict[str, list[int]] = {name: [] for name, _ in phases}
     per_block: dict[str, list[int]] = {name: [] for name, _ in phases}
     counters: dict[str, list[dict]] = {name: [] for name, _ in phases}
@@ -260,8 +269,11 @@ def run_session(
     with cap:
         for i in range(cap.total_steps):
             k = i - args.warmup
-            name, mechs = blocks[k // args.block_steps] if k >= 0 else ("warmup", [])
-            if k < 0 or k % args.block_steps == 0:
+            name, mechs = blocks[k // per] if k >= 0 else ("warmup", [])
+            timed = k >= 0 and k % per >= args.settle_steps
+            if k < 0 or k % per == 0:
+                if hasattr(wl, "block_boundary"):  # loops without a per-step sync start empty
+                    wl.block_boundary()
                 ctl.set_mechanisms([m for m in mechs if m not in NOT_SHIM])
                 set_driver_mechanisms(wl, mechs)
                 if world > 1:
@@ -269,31 +281,43 @@ def run_session(
             t0 = time.perf_counter_ns()
             wl.step(i)
             t1 = time.perf_counter_ns()
-            if k >= 0:
+            if timed:
                 times[name].append(t1 - t0)
                 step_of[name].append(i)  # ProfilerStep#i
-                if (k + 1) % args.block_steps == 0:
+                if (k + 1) % per == 0:
                     per_block[name].append(int(statistics.median(times[name][-args.block_steps :])))
             cap.step()
     all_counters = ctl.counters()["steps"]
     for name in step_of:
         counters[name] = [all_counters[first + i] for i in step_of[name]]
+    if args.backend == "none":
+        tmp.rmdir()
+        return times, per_block, counters
     suffix = f".rank{rank}" if world > 1 else ""
-    keep = {
-        f"{name}{suffix}": step_of[name] for name in ("baseline", "treatment") if name in step_of
-    }
+    shipped = [name for name in ship_names(args) if name in step_of]
+    cut = args.ship_steps or None
+    keep = {f"{name}{suffix}": step_of[name][:cut] for name in shipped}
     assert cap.trace_path is not None
+    from ccdiag.emulate.split import strip_step_markers
+
     for path in split_trace(cap.trace_path, keep, out).values():
+        if args.strip_step_markers:
+            strip_step_markers(path)
         scrub_trace_file(path)
     meta = json.loads((tmp / f"session{suffix}.meta.json").read_text())
     meta.pop("emulator_counters", None)
-    for name in ("baseline", "treatment"):
+    for name in shipped:
         m = dict(
             meta,
             label=name,
-            profiled_steps=len(step_of[name]),
+            profiled_steps=len(keep[f"{name}{suffix}"]),
+            profiler_steps=keep[f"{name}{suffix}"],
+            step_markers="none (ProfilerStep events removed)"
+            if args.strip_step_markers
+            else "ProfilerStep",
             trace=f"{name}{suffix}.json.gz",
             emulated_shim_mechanisms=[x for x in dict(phases)[name] if x not in NOT_SHIM],
+            placement=placement(),
             session="one profiler session, steps of every phase interleaved in blocks",
         )
         (out / f"{name}{suffix}.meta.json").write_text(json.dumps(m, indent=2) + "\n")
@@ -303,16 +327,120 @@ def run_session(
     return times, per_block, counters
 
 
+class _NoCapture:
+    """Stands in for a profiler Capture in the timing-only single session (marks shim steps)."""
+
+    def __init__(self, total: int, ctl: Any) -> None:
+        self.total_steps, self._ctl = total, ctl
+
+    def __enter__(self) -> _NoCapture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def step(self) -> None:
+        self._ctl.mark_step()
+
+
 def injected(counters: list[dict], mech: str) -> int:
     """Median per-step injected ns of one shim mechanism."""
     key = {
         "launch": lambda s: s["launch_ns"] + s["graph_ns"],
-        "copy_pad": lambda s: s["copy_pad_ns"],
+        "copy_pad": lambda s: s["copy_pad_ns"] + s.get("copy_pad_gpu_ns", 0),
         "copy_sync": lambda s: s["copy_wait_ns"],
     }.get(mech)
     if key is None or not counters:
         return 0
     return int(statistics.median(key(s) for s in counters))
+
+
+def _counter_medians(counters: list[dict]) -> dict[str, int]:
+    """Median per step of each shim counter (launches tolled, copies, bytes, injected ns)."""
+    if not counters:
+        return {}
+    keys = [k for k in counters[0] if k != "step"]
+    return {k: int(statistics.median(c.get(k, 0) for c in counters)) for k in keys}
+
+
+def ship_names(args: argparse.Namespace) -> list[str]:
+    """Phases whose traces are written (default: baseline and treatment)."""
+    return [x for x in (args.ship or "baseline,treatment").split(",") if x]
+
+
+def placement() -> dict[str, str]:
+    """Where the shim puts each cost this run (from its environment)."""
+    return {
+        "launch_toll": "gap_after"
+        if os.environ.get("CCDIAG_EMU_TOLL_AT") == "after"
+        else "gap_before",
+        "copy_pad": "gpu_delay_kernel"
+        if os.environ.get("CCDIAG_EMU_COPY_PAD_AT") == "gpu"
+        else "host_after_copy",
+        "copy_sync": "host_after_copy (stream sync inside the interposed copy call)",
+    }
+
+
+def subset_phases(mechs: list[str]) -> list[tuple[str, list[str]]]:
+    """Every proper non-empty subset of the mechanisms as a phase (only_<m>, on_<a>+<b>)."""
+    import itertools
+
+    out = []
+    for r in range(1, len(mechs)):
+        for sub in itertools.combinations(mechs, r):
+            name = f"only_{sub[0]}" if r == 1 else "on_" + "+".join(sub)
+            out.append((name, list(sub)))
+    return out
+
+
+def shapley(
+    times: dict[str, list[int]],
+    phases: list[tuple[str, list[str]]],
+    mechs: list[str],
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """Shapley values of the mechanisms over the medians of every subset's phase, with a
+    bootstrap 95 % CI (each phase's steps resampled). None unless every subset was measured."""
+    import itertools
+    import math
+
+    by_set = {frozenset(on): name for name, on in phases}
+    by_set.setdefault(frozenset(), "baseline")
+    k = len(mechs)
+    if any(
+        frozenset(c) not in by_set for r in range(k + 1) for c in itertools.combinations(mechs, r)
+    ):
+        return None
+
+    def values(med: dict[frozenset, float]) -> dict[str, float]:
+        out = {}
+        for m in mechs:
+            others = [x for x in mechs if x != m]
+            acc = 0.0
+            for r in range(k):
+                w = math.factorial(r) * math.factorial(k - r - 1) / math.factorial(k)
+                for sub in itertools.combinations(others, r):
+                    acc += w * (med[frozenset(sub) | {m}] - med[frozenset(sub)])
+            out[m] = acc
+        return out
+
+    med = {s: statistics.median(times[n]) for s, n in by_set.items()}
+    point = values(med)
+    rng = random.Random(seed)
+    boots: dict[str, list[float]] = {m: [] for m in mechs}
+    for _ in range(1000):
+        bm = {
+            s: statistics.median(rng.choices(times[n], k=len(times[n]))) for s, n in by_set.items()
+        }
+        for m, v in values(bm).items():
+            boots[m].append(v)
+    return {
+        MECH_IDS[m]: {
+            "value": int(point[m]),
+            "ci95": [int(sorted(boots[m])[25]), int(sorted(boots[m])[974])],
+        }
+        for m in mechs
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,11 +478,32 @@ def main(argv: list[str] | None = None) -> int:
         "--block-steps", type=int, default=10, help="steps per phase block (single session)"
     )
     p.add_argument(
+        "--settle-steps",
+        type=int,
+        default=0,
+        help="untimed, unshipped steps at the start of each block (single session): lets a "
+        "loop without a per-step sync refill its queue after the phase switch",
+    )
+    p.add_argument(
         "--host-only-treatment",
         action="store_true",
         help="also write treatment_host_only (CPU-only profile, as in CC mode 'on')",
     )
     p.add_argument("--kw", action="append", default=[], help="workload option key=value")
+    p.add_argument(
+        "--all-subsets",
+        action="store_true",
+        help="a phase for every subset of the mechanisms (exact Shapley values in the truth)",
+    )
+    p.add_argument("--ship", default="", help="phases whose traces are written (comma list)")
+    p.add_argument(
+        "--ship-steps", type=int, default=0, help="write only each shipped phase's first N steps"
+    )
+    p.add_argument(
+        "--strip-step-markers",
+        action="store_true",
+        help="remove ProfilerStep events from the written traces (a loop profiled without markers)",
+    )
     args = p.parse_args(argv)
 
     from ccdiag.emulate.platforms import get_platform, shim_env
@@ -392,15 +541,17 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     phases = [("baseline", []), ("treatment", mechs)]
     if len(mechs) > 1:
-        phases += [(f"only_{m}", [m]) for m in mechs]
+        phases += subset_phases(mechs) if args.all_subsets else [(f"only_{m}", [m]) for m in mechs]
     if args.phases:
         phases = [ph for ph in phases if ph[0] in args.phases.split(",")]
-    if args.session == "single" and args.backend == "torch":
+    if args.session == "single" and args.backend in ("torch", "none"):
         gc.disable()
         s_times, s_rounds, counters = run_session(wl, ctl, phases, out, args, rank, world)
         if args.host_only_treatment:
             run_phase(wl, ctl, mechs, out, "treatment_host_only", args, rank, world, cpu_only=True)
         gc.enable()
+        global _PHASES, _PHASE_COUNTERS
+        _PHASES, _PHASE_COUNTERS = phases, counters
         return write_truth(
             args,
             platform,
@@ -459,7 +610,7 @@ def write_truth(
         print("PHASES " + json.dumps({"per_round_median_ns": per_round}))
         return 0
     base = times["baseline"]
-    single = args.session == "single" and args.backend == "torch"
+    single = args.session == "single" and args.backend in ("torch", "none")
     truth = {
         "workload": {"name": args.workload, **kw},
         "platform": platform.to_dict(),
@@ -474,7 +625,12 @@ def write_truth(
         ("step_ns_median_per_block" if single else "step_ns_median_per_round"): per_round,
         "shipped_pair": (
             "all baseline and all treatment steps of one profiler session (blocks of "
-            f"{args.block_steps} steps, phases interleaved over {args.rounds} rounds)"
+            f"{args.block_steps} steps, phases interleaved over {args.rounds} rounds"
+            + (
+                f", {args.settle_steps} untimed settle steps before each block)"
+                if args.settle_steps
+                else ")"
+            )
             if single
             else "round 0 (baseline then treatment, after one discarded warm-up phase)"
         ),
@@ -490,6 +646,26 @@ def write_truth(
             MECH_IDS[m]: injected(treat_counters, m) for m in mechs if m not in NOT_SHIM
         },
         "shim_calls": calls,
+        "placement": placement(),
+        **(
+            {"shapley_ns_per_step": sh}
+            if (sh := shapley(times, _PHASES or [("treatment", mechs)], mechs)) is not None
+            and len(mechs) > 1
+            else {}
+        ),
+        "phases": {
+            name: {
+                "mechanisms": [MECH_IDS[m] for m in on],
+                "step_ns": times.get(name, []),
+                "injected_ns_per_step": {
+                    MECH_IDS[m]: injected(_PHASE_COUNTERS.get(name, []), m)
+                    for m in on
+                    if m not in NOT_SHIM
+                },
+                "shim_per_step_median": _counter_medians(_PHASE_COUNTERS.get(name, [])),
+            }
+            for name, on in (_PHASES or [])
+        },
         **(
             {"cpu_neighbour": {"core": _NEIGHBOUR.core, "nice": _NEIGHBOUR.nice}}
             if _NEIGHBOUR is not None

@@ -108,3 +108,16 @@ def split_trace(
             json.dump(part, fh)
         written[name] = path
     return written
+
+
+def strip_step_markers(path: Path) -> int:
+    """Remove the ``ProfilerStep#N`` annotations (host and GPU side) from a written trace, as if it
+    had been profiled without a schedule; returns how many were removed."""
+    doc = _load(path)
+    events = doc["traceEvents"]
+    kept = [e for e in events if not STEP.match(str(e.get("name", "")))]
+    doc["traceEvents"] = kept
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt") as fh:
+        json.dump(doc, fh)
+    return len(events) - len(kept)

@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ccdiag.report.job import job_renderables
 from ccdiag.verdict import Report
 
 if TYPE_CHECKING:
@@ -166,6 +167,7 @@ def verdict_renderable(r: Report, *, details: bool = True) -> Group:
             parts.append(led)
         parts.append(_rules(r))
     parts.append(_skipped(r))
+    parts += job_renderables(r)
     for w in r.warnings:
         parts.append(Text(f"warning: {w}", style="yellow"))
     for note in r.notes:

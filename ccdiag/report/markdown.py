@@ -345,9 +345,77 @@ def footer(d: Data) -> str:
     )
 
 
+def ranks(d: Data) -> str:
+    """A job analyzed rank by rank: per-rank results, stragglers, runs, collectives."""
+    rs, j = d.get("ranks"), d.get("job")
+    if not rs or not j:
+        return ""
+    strag = {s["rank"]: s["why"] for s in d.get("stragglers") or []}
+    rows = []
+    for r in sorted(rs, key=lambda x: x["rank"]):
+        st = r.get("step_ns")
+        if st is None:
+            rows.append([str(r["rank"]), "—", "—", "—", "—", esc(r.get("error") or "no result")])
+            continue
+        top = r["attribution"][0] if r["attribution"] else None
+        rows.append(
+            [
+                str(r["rank"]),
+                units.duration(st["baseline"]),
+                units.duration(st["treatment"]),
+                units.duration(st["delta"], signed=True),
+                f"{code(top['mechanism'])} {units.duration(top['ns_per_step'])}" if top else "—",
+                esc(strag.get(r["rank"], r.get("error") or "")),
+            ]
+        )
+    out = [
+        f"### Ranks\n\n{j['n_ranks']} ranks, slowest rank {j['slowest_rank']}; stragglers: "
+        + (", ".join(f"rank {k}" for k in sorted(strag)) or "none")
+        + f" ({esc(j['straggler_test'])}). Tasks ran on: {esc(d.get('scheduler') or '—')}.\n",
+        table(["rank", "baseline", "treatment", "delta", "top mechanism", "note"], rows, {1, 2, 3}),
+    ]
+    runs = j.get("runs")
+    if runs:
+        lo, hi = runs["delta_ci95"]
+        out.append(
+            f"\nRepeated runs: {runs['baseline_runs']} baseline, {runs['treatment_runs']} "
+            f"treatment; delta {units.duration(runs['delta_ns'], signed=True)}/step, 95 % CI "
+            f"{units.duration(lo, signed=True)} … {units.duration(hi, signed=True)} "
+            f"({esc(runs['method'])})."
+        )
+    c = j.get("collectives")
+    if c:
+        prow = [
+            [
+                str(p["world_size"]),
+                f"{p['crypto_ops_per_step']:,}",
+                units.duration(p["cc_collective_ns_per_step"]["low"])
+                + (
+                    ""
+                    if p["cc_collective_ns_per_step"]["low"]
+                    == p["cc_collective_ns_per_step"]["high"]
+                    else f" … {units.duration(p['cc_collective_ns_per_step']['high'])}"
+                ),
+            ]
+            for p in c["predicted"]
+        ]
+        out.append(
+            f"\nCollectives vs ring size: {code(c['name'])}, k = {c['k']} per step at n = "
+            f"{c['world_size']} ({c['crypto_ops_per_step']:,} crypto operations per step, "
+            "4·k·(n−1)).\n"
+        )
+        out.append(
+            table(
+                ["n", "crypto ops / step", "predicted CC collective cost / step"], prow, {0, 1, 2}
+            )
+        )
+    return "\n".join(out)
+
+
 SECTIONS = (
     ("head", head),
     ("steps", steps),
+    ("ranks", ranks),
     ("attribution", attribution),
     ("evidence", evidence),
     ("fixes", fixes),

@@ -90,6 +90,8 @@ def _steps(s: dict[str, Any]) -> Table:
         "—" if per.get("kernels") is None else f"{per['kernels']:g}",
         "—" if per.get("launches") is None else f"{per['launches']:g}",
     )
+    if st.get("why"):
+        t.caption = f"steps: {st['why']}\n{t.caption}"
     return t
 
 
@@ -127,6 +129,9 @@ def _activity(s: dict[str, Any]) -> Table:
     for kind, d in mc.get("by_kind", {}).items():
         row(f"  {kind}", d, with_bytes=True)
     row("memset", s.get("memset", {}), with_bytes=True)
+    for report, d in (s.get("summaries") or {}).items():
+        t.add_row(f"{report} (summary table)", f"{d['count']:,}", fmt_ns(d["total_ns"]),
+                  _mean(d["total_ns"], d["count"]), "", "")  # fmt: skip
     return t
 
 

@@ -36,6 +36,7 @@ PAIRS: dict[str, tuple[Path, Path]] = {
         SAMPLES / "async_readback/treatment.json.gz",
     ),
     "ddp_2gpu_ctas2": (SAMPLES / "ddp_2gpu_ctas2/baseline", SAMPLES / "ddp_2gpu_ctas2/treatment"),
+    "ddp_2gpu": (SAMPLES / "ddp_2gpu/baseline", SAMPLES / "ddp_2gpu/treatment"),
     "ispass_3dconv_uvm": (ISPASS / "3DCONV-nor-uvm", ISPASS / "3DCONV-cc-uvm"),
     "ispass_hotspot3d_nor": (ISPASS / "hotspot3D-nor-nor", ISPASS / "hotspot3D-cc-nor"),
     "decode_eager_cpu": (

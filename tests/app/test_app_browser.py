@@ -45,6 +45,7 @@ pytestmark = [
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
 )
+sync_api.expect.set_options(timeout=30_000)  # two shared cores: a page may take seconds
 
 
 def _free_port() -> int:
@@ -96,6 +97,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``ccdiag app`` serving the shipped samples and a trace folder, upload limit 0.5 MB."""
     trace_dir = tmp_path_factory.mktemp("traces")
     write_payload_pair(trace_dir / "payload_names")
+    broken = trace_dir / "broken_pair"
+    broken.mkdir()
+    for side in ("baseline", "treatment"):
+        (broken / f"{side}.json").write_text('{"traceEvents": [{"ph": "X", "name": "cut')
     log = tmp_path_factory.mktemp("log") / "server.log"
     with serve(trace_dir, log, "--max-upload-mb", "0.5") as url:
         yield url
@@ -116,6 +121,15 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     pg = ctx.new_page()
     pg.errors, pg.dialogs = [], []
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    # a Content-Security-Policy violation is a console error: it fails the test too
+    pg.on(
+        "console",
+        lambda m: (
+            pg.errors.append(m.text)
+            if m.type == "error" and "Content Security Policy" in m.text
+            else None
+        ),
+    )
     pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
     pg.set_default_timeout(60_000)
     yield pg
@@ -203,8 +217,8 @@ def test_the_timeline_shows_one_aligned_step_of_both_runs(page: Any, server: str
     graph = page.locator("#timeline-graph .js-plotly-plot")
     graph.wait_for()
     sync_api.expect(graph).to_contain_text("main thread: gap before launch")
-    sync_api.expect(graph).to_contain_text("treatment (CC on) · step")
-    sync_api.expect(page.locator("#timeline-info")).to_contain_text("launch_toll")
+    sync_api.expect(graph).to_contain_text("treatment (CC on) · aligned step")
+    sync_api.expect(page.locator("#timeline-info")).to_contain_text("Kernel launch toll")
     shot(page, "timeline_decode_eager")
 
 
@@ -374,3 +388,181 @@ def test_progress_is_shown_while_a_large_pair_is_parsed(browser: Any, tmp_path: 
             "from the cache", timeout=5_000
         )
         ctx.close()
+
+
+# --------------------------------------------------------------------------- the truth
+
+
+def _plot_text(page: Any) -> str:
+    """Everything a reader sees: the page's text and every plotly figure's SVG text."""
+    return page.evaluate(
+        """() => document.body.innerText + '\\n' +
+        [...document.querySelectorAll('.main-svg text')].map(t => t.textContent).join('\\n')"""
+    )
+
+
+def test_one_delta_per_pair_on_every_page(page: Any, server: str) -> None:
+    # arrange: ddp_2gpu, whose median per-step delta (488 µs), difference of the median step
+    # times (832 µs) and attributed delta (674 µs) differ
+    from app_samples import analysed
+    from ccdiag.app import truth
+    from ccdiag.app.units import fmt_ns
+
+    r = analysed("ddp_2gpu").report
+    one = fmt_ns(truth.delta_ns(r), True)
+    others = {
+        fmt_ns(r.step_ns.delta, True),
+        fmt_ns(r.step_ns.treatment - r.step_ns.baseline, True),
+    } - {one}
+    assert others
+    open_sample(page, server, "ddp_2gpu")
+    # act / assert: the one delta is quoted, no other delta appears, on every page
+    for nav in ("Overview", "Recommendations", "Timeline", "Kernel launch toll", "Export"):
+        page.click(f"nav >> text={nav}")
+        sync_api.expect(page.locator("#verdict-line")).to_contain_text(f"delta {one} per step")
+        if nav == "Export":
+            sync_api.expect(page.locator("#export-info")).to_contain_text(one)
+        else:
+            page.locator(".figure .main-svg").first.wait_for()
+        text = _plot_text(page)
+        assert one in text, nav
+        for other in others:
+            assert other not in text, (nav, other)
+
+
+def test_timeline_colours_follow_the_steps_attribution(page: Any, server: str) -> None:
+    # arrange
+    from app_samples import analysed
+    from ccdiag.app.units import NEUTRAL_COLOR
+
+    r = analysed("decode_eager").report
+    page.goto(server + "/")
+    wait_for_pair(page, "decode_eager")
+    page.click("nav >> text=Timeline")
+    graph = page.locator("#timeline-graph .js-plotly-plot")
+    graph.wait_for()
+    seen_steps = set()
+    for move in range(3):
+        # act: read the slider, the titles and every trace as plotly holds them
+        sync_api.expect(page.locator("#timeline-graph .gtitle")).to_contain_text("Step timeline")
+        state = page.evaluate(
+            """() => {
+            const gd = document.querySelector('#timeline-graph .js-plotly-plot');
+            const titles = gd.layout.annotations.slice(0, 2).map(a => a.text);
+            const traces = gd.data.map(t => ({meta: t.meta, color: t.marker.color, n: t.y.length}));
+            const slider = document.querySelector('#timeline-step [role=slider]');
+            return {titles, traces, slider: Number(slider.getAttribute('aria-valuenow'))};
+        }"""
+        )
+        index = state["slider"]
+        step = next(s for s in r.partition.per_step if s.rank == 0 and s.index == index)
+        # assert: both titles name the slider's step; the baseline is neutral; a mechanism's
+        # colour only where that step attributes time to it
+        assert all(f"aligned step {index}" in t for t in state["titles"]), state["titles"]
+        for t in state["traces"]:
+            run, mech = t["meta"]["run"], t["meta"]["mechanism"]
+            if run == "baseline":
+                assert mech is None and t["color"] == NEUTRAL_COLOR
+            elif mech is not None:
+                assert step.parts.get(mech, 0) > 0, (index, mech, step.parts)
+        coloured = {t["meta"]["mechanism"] for t in state["traces"] if t["meta"]["mechanism"]}
+        zero = {m for m, ns in step.parts.items() if ns <= 0 and m != "unattributed"}
+        assert not coloured & zero
+        seen_steps.add(index)
+        if move == 0:
+            shot(page, "timeline_decode_eager_colours")
+        # move the slider one step right (keyboard, as a user would)
+        page.locator("#timeline-step [role=slider]").focus()
+        page.keyboard.press("ArrowRight")
+        sync_api.expect(page.locator("#timeline-info")).to_contain_text(
+            f"aligned step {index + 1}:"
+        )
+    assert len(seen_steps) == 3
+
+
+def test_fixes_worth_nothing_are_hidden_and_alternatives_marked(page: Any, server: str) -> None:
+    # decode_eager: drain_thread is predicted to recover 5 ns of 1.6 ms
+    page.goto(server + "/")
+    wait_for_pair(page, "decode_eager")
+    page.click("nav >> text=Recommendations")
+    cards = page.locator(".card.rec")
+    sync_api.expect(cards.first).to_be_visible()
+    assert page.locator('.card.rec[data-fix="drain_thread"]').count() == 0
+    sync_api.expect(page.locator("#recommendations-content")).to_contain_text(
+        "Not ranked: predicted to recover ~0"
+    )
+    sync_api.expect(page.locator(".hidden-fixes")).to_contain_text("drain_thread")
+    page.click("nav >> text=Overview")
+    sync_api.expect(page.locator("#overview-fixes")).to_contain_text("cuda_graphs")
+    sync_api.expect(page.locator("#overview-fixes table")).not_to_contain_text("drain_thread")
+    # the nav marks launch toll as found and the 5 ns blocked copies as not
+    found = page.locator("nav .nav-found", has_text="Kernel launch toll")
+    sync_api.expect(found).to_have_count(1)
+    quiet = page.locator("nav .nav-quiet", has_text="Blocked non_blocking copies")
+    sync_api.expect(quiet).to_have_count(1)
+    page.click("nav >> text=Blocked non_blocking copies")
+    sync_api.expect(page.locator("#mechanism-content")).to_contain_text(
+        "nothing measurable to fix here"
+    )
+    shot(page, "mechanism_blocked_non_blocking_decode_eager")
+    # ddp_2gpu: two fixes for the same copies, drain_thread proposed twice, a 0 ns fix
+    open_sample(page, server, "ddp_2gpu")
+    page.click("nav >> text=Recommendations")
+    sync_api.expect(cards.first).to_be_visible()
+    fixes = [c.get_attribute("data-fix") for c in cards.all()]
+    assert len(fixes) == len(set(fixes)), fixes
+    assert "bucket_cap_mb" not in fixes
+    alt = page.locator('.card.rec[data-alternative-to="resident_weights"]')
+    sync_api.expect(alt).to_have_count(1)
+    sync_api.expect(alt).to_contain_text("their recoveries do not add up")
+    total = page.locator("#recommendations-content", has_text="together: at most")
+    sync_api.expect(total).to_be_visible()
+    shot(page, "recommendations_ddp_2gpu")
+
+
+def test_a_failed_analysis_shows_a_banner_and_clears_the_verdict(page: Any, server: str) -> None:
+    # arrange: a good pair shown first
+    page.goto(server + "/")
+    wait_for_pair(page, "decode_eager")
+    sync_api.expect(page.locator("#verdict-line")).to_contain_text("delta")
+    # act: open a pair whose files are cut off
+    page.goto(server + "/traces")
+    page.click("#dir-pick")
+    page.get_by_role("option", name="broken_pair", exact=True).click()
+    # assert
+    banner = page.locator("#failure-banner")
+    sync_api.expect(banner).to_be_visible()
+    sync_api.expect(banner).to_contain_text("The analysis of broken_pair failed: baseline.json:")
+    sync_api.expect(page.locator("#verdict-line")).to_have_text("")
+    sync_api.expect(page.locator("#pair-label")).to_have_text("broken_pair")
+    page.click("nav >> text=Overview")
+    sync_api.expect(page.locator("#overview-content")).to_contain_text("did not finish")
+    assert page.locator("#overview-top-mechanism").count() == 0
+    shot(page, "failed_analysis_banner")
+    # a good pair again: the banner goes
+    open_sample(page, server, "kv_offload")
+    sync_api.expect(banner).to_be_hidden()
+
+
+@pytest.mark.parametrize(
+    "mechanism",
+    [
+        "launch_toll",
+        "serialized_copies",
+        "encrypted_collectives",
+        "uvm_migration",
+        "sync_stall",
+        "one_time_setup",
+        "host_slowdown",
+    ],
+)
+def test_every_mechanism_page_renders(page: Any, server: str, mechanism: str) -> None:
+    from ccdiag.app.units import mechanism_label
+
+    open_sample(page, server, "ddp_2gpu")
+    page.click(f"nav >> text={mechanism_label(mechanism)}")
+    content = page.locator("#mechanism-content")
+    sync_api.expect(content.locator("h2")).to_contain_text(mechanism)
+    sync_api.expect(content).not_to_contain_text("{'")  # no raw Python dicts
+    assert "0 → 2,391,067" not in content.inner_text()
+    shot(page, f"mechanism_{mechanism}_ddp_2gpu")

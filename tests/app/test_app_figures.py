@@ -9,7 +9,8 @@ import sys
 import plotly.graph_objects as go
 import pytest
 from app_samples import PAYLOAD, analysed, write_payload_pair
-from ccdiag.app import figures
+from ccdiag.app import figures, truth
+from ccdiag.app.units import MECHANISM_COLORS, NEUTRAL_COLOR, fmt_ns, mechanism_label
 
 from ccdiag import api
 from ccdiag.verdict import MECHANISMS
@@ -73,13 +74,20 @@ def test_waterfall_splits_the_delta_and_shows_unattributed(name: str) -> None:
     fig = figures.delta_waterfall(r)
     # assert
     wf = fig.data[0]
-    assert "Unattributed" in wf.x and wf.x[-1] == "step delta"
+    assert "Unattributed" in wf.x and wf.x[-1] == "delta per step"
     assert list(wf.measure) == ["relative"] * (len(wf.x) - 1) + ["total"]
     total = sum(a.ns_per_step for a in r.attribution) + r.unattributed_ns_per_step
     assert sum(wf.y[:-1]) == pytest.approx(wf.y[-1]) and wf.y[-1] != 0
-    assert (
-        str(round(total / 1e3)) in "".join(wf.text).replace(",", "").replace(".", "") or wf.text[-1]
-    )
+    # the total is the pair's one delta, and the subtitle quotes no other
+    assert total == truth.delta_ns(r)
+    assert wf.text[-1] == fmt_ns(truth.delta_ns(r), True)
+    assert fmt_ns(r.step_ns.delta, True) not in _subtitle(fig) or r.step_ns.delta == total
+    # mechanisms whose rule fired with ~0 ns are not bars of their own
+    labels = [x.replace("<br>", " ") for x in wf.x]
+    for a in truth.fired_with_nothing(r):
+        assert mechanism_label(a.mechanism) not in labels
+    for a in truth.found(r):
+        assert mechanism_label(a.mechanism) in labels
     _readable(fig)
 
 
@@ -94,7 +102,31 @@ def test_top_fixes_are_ranked_by_predicted_recovery() -> None:
     assert bar.y[-1] == f"#1 {r.recommendations[0].fix}"
     assert len(set(bar.y)) == len(bar.y)
     assert "how predicted" in bar.hovertemplate
+    # drain_thread is predicted to recover 5 ns of 1.6 ms: not ranked
+    assert not any("drain_thread" in y for y in bar.y)
     _readable(fig)
+
+
+def test_top_fixes_mark_alternatives_and_never_sum_past_the_delta() -> None:
+    # arrange: ddp_2gpu proposes resident_weights and context_pool for the same copies, and
+    # drain_thread twice (blocked copies 69 µs, sync stalls 0 ns)
+    r = analysed("ddp_2gpu_ctas2").report
+    # act
+    fx = truth.fixes(r)
+    fig = figures.top_fixes(r, n=10)
+    # assert
+    names = [f.fix for f in fx.shown + fx.hidden]
+    assert len(names) == len(set(names)), names
+    alts = {f.fix: f.alternative_to for f in fx.shown if f.alternative_to}
+    for fix, primary in alts.items():
+        mine = next(f for f in fx.shown if f.fix == fix)
+        theirs = next(f for f in fx.shown if f.fix == primary)
+        assert mine.mechanism == theirs.mechanism and mine.ns <= theirs.ns
+        assert any(f"(instead of {primary})" in y for y in fig.data[0].y)
+    assert fx.combined_ns <= max(truth.delta_ns(r), 0)
+    assert sum(f.ns for f in fx.primaries) == fx.combined_ns or fx.capped
+    assert all(not truth.is_negligible(r, f.ns) for f in fx.shown)
+    assert all(truth.is_negligible(r, f.ns) for f in fx.hidden)
 
 
 def test_ledger_shows_both_runs_per_category() -> None:
@@ -245,16 +277,47 @@ def test_timeline_draws_lanes_of_both_runs() -> None:
     # arrange
     a = analysed("decode_eager")
     tl = api.step_timeline(a.pair, 3)
+    step = _step(a.report, 0, 3)
     # act
-    fig = figures.timeline(tl)
+    fig = figures.timeline(tl, step.parts)
     # assert
     lanes = {y for t in fig.data for y in t.y}
     assert {"main thread: CUDA API", "main thread: gap before launch"} <= lanes
     assert any(lane.endswith(": kernels") for lane in lanes)
     legend = {t.name for t in fig.data if t.showlegend}
-    assert "Kernel launch toll" in legend and "other events" in legend
+    assert any(n.startswith("Kernel launch toll (") for n in legend)
+    assert {"baseline events", "no mechanism in this step"} <= legend
     assert fig.layout.xaxis2.title.text == "time from the step's start (ms)"
+    # both titles name the slider's aligned step
+    titles = [x.text for x in fig.layout.annotations[:2]]
+    assert all(t.split(" · ")[1].startswith("aligned step 3") for t in titles), titles
     _readable(fig)
+
+
+def _step(report, rank, index):  # noqa: ANN001, ANN202
+    return next(s for s in report.partition.per_step if s.rank == rank and s.index == index)
+
+
+@pytest.mark.parametrize("name", ["decode_eager", "ddp_2gpu_ctas2", "kv_offload"])
+def test_timeline_colours_only_what_the_step_attributes(name: str) -> None:
+    # arrange: every aligned step of rank 0 (the attribution differs from step to step)
+    a = analysed(name)
+    steps = [s for s in a.report.partition.per_step if s.rank == 0][:6]
+    for step in steps:
+        tl = api.step_timeline(a.pair, step.index, rank=0)
+        # act
+        fig = figures.timeline(tl, step.parts)
+        # assert: the baseline is all neutral; a treatment colour only for time > 0 this step
+        for t in fig.data:
+            run, mech = t.meta["run"], t.meta["mechanism"]
+            if run == "baseline" or mech is None:
+                assert mech is None and t.marker.color == NEUTRAL_COLOR, (step.index, t.name)
+            else:
+                assert step.parts.get(mech, 0) > 0, (step.index, mech, step.parts)
+                assert t.marker.color == MECHANISM_COLORS[mech]
+        zero = {m for m, ns in step.parts.items() if ns <= 0}
+        drawn = {t.meta["mechanism"] for t in fig.data}
+        assert not zero & drawn, (step.index, zero & drawn)
 
 
 def _strip_evidence(report):  # noqa: ANN001, ANN202

@@ -143,3 +143,73 @@ def test_upload_pair_needs_tokens_the_server_handed_out(tmp_path: Path) -> None:
     pair = src.upload_pair(b.token, t.token)
     assert pair.kind == "upload" and pair.digests == (b.token, t.token)
     shutil.rmtree(tmp_path / "staging")
+
+
+@pytest.mark.parametrize(
+    "data, name, match",
+    [
+        (os.urandom(4096), "baseline.json.gz", "named .gz but not gzip-compressed"),
+        (os.urandom(4096), "baseline.json", "unrecognized trace format"),
+        (b"\x1f\x8b" + os.urandom(4096), "baseline.json.gz", "gzip"),
+        (b"", "baseline.json", "empty file"),
+        (b"hello, I am a CSV\n1,2\n", "baseline.csv", "unrecognized trace format"),
+    ],
+)
+def test_an_upload_that_is_no_trace_is_refused_at_once(
+    tmp_path: Path, data: bytes, name: str, match: str
+) -> None:
+    # arrange
+    src = _sources(tmp_path)
+    # act / assert: refused while staging (no analysis), naming the file, nothing kept
+    with pytest.raises(SourceError, match=match) as exc:
+        src.stage("baseline", [_b64(data)], [name])
+    assert str(exc.value).startswith(f"{name}: ") and "\n" not in str(exc.value)
+    assert src.staged_bytes == 0
+    assert not [p for p in (tmp_path / "staging").rglob("*") if p.is_file()]
+
+
+def _trace_upload(seed: int, size: int = 400_000) -> str:
+    """A distinct (sniffable) Kineto JSON upload of about ``size`` bytes."""
+    pad = " " * (size - 40)
+    return _b64(f'{{"traceEvents":[], "x": {seed}{pad}}}'.encode())
+
+
+def test_staged_uploads_stay_under_the_quota_least_recently_used_first(tmp_path: Path) -> None:
+    # arrange: room for two 0.4 MB uploads
+    src = Sources(staging=tmp_path / "staging", max_upload_bytes=10_000_000, quota_bytes=900_000)
+    a = src.stage("baseline", [_trace_upload(1)], ["a.json"])
+    b = src.stage("treatment", [_trace_upload(2)], ["b.json"])
+    src.staged(a.token)  # a used again: b is now the least recently used
+    # act
+    c = src.stage("baseline", [_trace_upload(3)], ["c.json"])
+    # assert: b deleted (its files too), a and c kept, the quota holds
+    with pytest.raises(SourceError, match="deleted to make room"):
+        src.staged(b.token)
+    assert not b.path.exists() and a.path.exists() and c.path.exists()
+    assert src.staged(a.token) == a and src.staged(c.token) == c
+    assert src.staged_bytes <= 900_000
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "staging").rglob("*") if p.is_file())
+    assert on_disk == src.staged_bytes
+
+
+def test_uploads_an_analysis_reads_are_not_evicted(tmp_path: Path) -> None:
+    # arrange
+    src = Sources(staging=tmp_path / "staging", max_upload_bytes=10_000_000, quota_bytes=900_000)
+    a = src.stage("baseline", [_trace_upload(1)], ["a.json"])
+    b = src.stage("treatment", [_trace_upload(2)], ["b.json"])
+    pair = src.upload_pair(a.token, b.token)
+    # act / assert: while held, a new upload finds no room and is refused with why
+    with src.hold(pair):
+        with pytest.raises(SourceError, match="no room for this upload"):
+            src.stage("baseline", [_trace_upload(3)], ["c.json"])
+        assert a.path.exists() and b.path.exists()
+    # released: the oldest is evicted for the new one
+    c = src.stage("baseline", [_trace_upload(3)], ["c.json"])
+    assert c.path.exists() and not a.path.exists()
+
+
+def test_clear_deletes_every_staged_upload(tmp_path: Path) -> None:
+    src = _sources(tmp_path)
+    src.stage("baseline", [_trace_upload(1)], ["a.json"])
+    src.clear()
+    assert not (tmp_path / "staging").exists()

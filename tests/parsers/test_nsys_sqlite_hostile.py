@@ -21,11 +21,12 @@ REPO = Path(__file__).resolve().parents[2]
 FUZZ_REPRO = REPO.parent / "shared" / "fuzz-repro"
 SPARSE_REPROS = ["sqlite_sparse_rowid.sqlite", "sqlite_sparse_rowid_2e40.sqlite"]
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-#: The CLI in a child that writes its own peak RSS (KiB) to the file named first.
+#: The CLI in a child that writes its own peak RSS (KiB) to the file named first: VmHWM of its
+#: own address space (ru_maxrss would carry the test process's high-water mark over the exec).
 _CLI = (
-    "import atexit, resource, sys; out = sys.argv.pop(1); "
+    "import atexit, re, sys; out = sys.argv.pop(1); "
     "atexit.register(lambda: open(out, 'w').write("
-    "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); "
+    "re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))); "
     "from ccdiag.cli import main; main()"
 )
 

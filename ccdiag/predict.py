@@ -1,0 +1,974 @@
+"""Predict what CC will cost a workload, from one CC-off trace and a platform profile.
+
+The CC-off trace is replayed by :mod:`ccdiag.replay` (the same model the attribution uses) with
+the platform's published costs put where real CC puts them:
+
+- ``launch_toll``: every kernel launch, per launch path (runtime ``cudaLaunchKernel``, driver /
+  library ``cuLaunchKernel``, ``cudaGraphLaunch``), pays its toll inside the call;
+- ``serialized_copies``: every host<->device copy takes at least ``toll + bytes / bandwidth`` on
+  the GPU (the bounce buffer and the CPU's AES-GCM);
+- ``blocked_non_blocking``: host-crossing ``cudaMemcpyAsync`` blocks the calling thread until
+  the stream drains and the copy ends (so copies serialize on the main thread);
+- ``sync_stall``: a synchronize pays the platform's sync toll;
+- ``encrypted_collectives``: collective kernels run at the CC bandwidth ratio and pay an added
+  latency per ring step (``2(n-1)`` for an all-reduce over ``n`` ranks);
+- ``uvm_migration``: every UVM migration in the trace costs ``toll + bytes / crypto
+  throughput``, inside the kernel that faulted;
+- ``one_time_setup``: the context-creating call pays the platform's context-creation toll.
+
+The predicted per-step slowdown is partitioned exactly by Shapley values over the mechanisms
+that apply (the replay with every subset of them on), so an interaction (a blocking copy that
+exposes a launch toll) is split, never double counted. The band replays with every constant at
+the cheap end of its published range (``low``) and at the dear end (``high``). Each fix is the
+full CC replay with that fix applied; fixes that are alternatives say so and are never summed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+from ccdiag.platforms import Platform, load_platform
+from ccdiag.replay import Injection, RowCosts, main_threads, model_rows, replay
+from ccdiag.schema import Trace
+
+SCHEMA_VERSION = "1.0"
+
+#: Mechanisms in the order they are reported.
+MECHANISMS = (
+    "launch_toll",
+    "serialized_copies",
+    "blocked_non_blocking",
+    "sync_stall",
+    "encrypted_collectives",
+    "uvm_migration",
+    "one_time_setup",
+)
+#: A call at least this long that is not a launch, copy or sync creates the context.
+CONTEXT_CALL_NS = 50_000_000
+#: Copies at least this large are "bulk" (weights, KV blocks): keeping them resident removes them.
+BULK_BYTES = 1 << 20
+#: Copies below this size pay mostly the per-copy toll: batching them into one per step and
+#: direction saves all tolls but one (16 MiB: where B200's 7.21 -> 9.6 GB/s curve flattens).
+BATCH_BYTES = 16 << 20
+#: Calibration to an unprofiled step stops within this much of it (run-to-run noise of a step).
+CALIBRATION_TOLERANCE = 0.03
+#: A trace whose replay without any host overhead is within this much of the unprofiled step is
+#: GPU-bound there: calibration then leaves its host gaps alone.
+GPU_BOUND_MARGIN = 0.05
+#: Most replays for the Shapley partition (2^k); above it the mechanisms are added in order.
+MAX_EXACT_PLAYERS = 5
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Band(_Model):
+    """A predicted time: the median prediction and the band from the constants' ranges (ns)."""
+
+    median: int
+    low: int = Field(description="every constant at the cheap end of its published range")
+    high: int = Field(description="every constant at the dear end of its published range")
+
+
+class MechanismCost(_Model):
+    """The part of the predicted per-step slowdown one mechanism (and launch path) explains."""
+
+    mechanism: str
+    path: str | None = Field(default=None, description="launch path: runtime | library | graph")
+    ns_per_step: int
+    count_per_step: float = Field(description="calls, copies, collectives or migrations per step")
+    text: str
+
+
+class FixPrediction(_Model):
+    """The CC step time with one fix applied."""
+
+    fix: str = Field(description="short id, e.g. cuda_graphs, drain_thread, batch_small_copies")
+    predicted_step_ns: int = Field(description="the CC step time with this fix (median)")
+    recovery_ns_per_step: int = Field(description="predicted CC step minus this")
+    alternative_to: list[str] = Field(
+        default_factory=list, description="fixes this one replaces: pick one, never sum them"
+    )
+    text: str
+    method: str
+
+
+class Prediction(_Model):
+    """``ccdiag predict --json``: the CC cost of a CC-off trace on one platform."""
+
+    schema_version: str = SCHEMA_VERSION
+    source: str = Field(description="the CC-off trace (file name)")
+    format: str
+    platform: str
+    platform_description: str
+    constants: dict[str, dict[str, Any]] = Field(
+        description="every constant used: value, low, high, unit, source"
+    )
+    n_steps: int
+    baseline_step_ns: int = Field(description="CC off: the median step in the trace")
+    predicted_step_ns: Band = Field(description="CC on: the median step, one-time costs included")
+    steady_step_ns: Band = Field(description="CC on without one-time costs (context creation)")
+    one_time_ns: int = Field(description="context creation: added once, inside or before the trace")
+    one_time_in_steps: bool = Field(description="the context-creating call is inside a step")
+    mechanisms: list[MechanismCost]
+    fixes: list[FixPrediction]
+    warnings: list[str] = Field(default_factory=list)
+    method: str
+
+
+def prediction_schema() -> dict[str, Any]:
+    """JSON Schema of ``ccdiag predict --json`` (``docs/schema/predict-v<major>.json``)."""
+    schema = Prediction.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://ccdiag.dev/schema/predict-v{SCHEMA_VERSION.split('.')[0]}.json"
+    return schema
+
+
+# --------------------------------------------------------------------------------- the context
+
+
+def _num(x: object, default: float = 0.0) -> float:
+    """A polars scalar (a median: a number or None) as a float."""
+    return float(x) if isinstance(x, (int, float)) else default
+
+
+@dataclass
+class _Ctx:
+    """The CC-off trace as the replay sees it, plus the per-row facts the costs need."""
+
+    trace: Trace
+    threads: pl.DataFrame
+    calls: pl.DataFrame  # top-level host calls (replay order), with path / step columns
+    gpu: pl.DataFrame  # GPU rows launched by them, with copy facts
+    uvm: pl.DataFrame  # UVM migration rows, with the call / kernel that pays for them
+    n_rows: int
+    world: int
+    context_row: int | None
+    enqueue_ns: int
+    counts: dict[str, float] = field(default_factory=dict)
+    calib_u: float = 0.0  # > 0: the profiler's host overhead taken out (see calibrate)
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.n_rows, dtype=np.int64)
+
+
+#: Kernels of vendor libraries (cuBLAS, cuBLASLt, cuDNN, CUTLASS, cuFFT, NCCL): their launches
+#: are made by the library (which may link the CUDA runtime statically), not by the application.
+LIBRARY_KERNELS = (
+    r"(?i)^(void )?(cublas|cutlass|cudnn|cufft|nccl|magma|nvjet|xmma|sm\d+_xmma|"
+    r"(ampere|hopper|volta|turing)_|gemmSN|gemvN|gemvT|gemv2|gemmk|sgemm|dgemm|hgemm|"
+    r"scal_kernel|dot_kernel|axpy_kernel|nrm2_kernel|asum_kernel|splitKreduce)"
+)
+
+
+def _launch_path(name: pl.Expr, kind: pl.Expr, lib: pl.Expr) -> pl.Expr:
+    """runtime (the application's cudaLaunchKernel), library (a vendor library's kernel, or a
+    driver-API launch: Triton, JIT), graph (cudaGraphLaunch)."""
+    n = name.str.replace(r"_v\d+$", "")
+    return (
+        pl.when(n.str.contains("GraphLaunch"))
+        .then(pl.lit("graph"))
+        .when((kind == "driver") | lib)
+        .then(pl.lit("library"))
+        .otherwise(pl.lit("runtime"))
+    )
+
+
+def _steps_of(trace: Trace, ts: pl.Series, ranks: pl.Series) -> pl.Series:
+    """Step index of each time (null outside every step window)."""
+    st = trace.steps
+    if st.height == 0:
+        return pl.Series([None] * ts.len(), dtype=pl.Int64)
+    f = pl.DataFrame({"t": ts, "rank": ranks, "_i": np.arange(ts.len())}).sort("t")
+    w = st.select(
+        pl.col("rank").cast(ranks.dtype), "start_ns", "end_ns", pl.col("step").cast(pl.Int64)
+    ).sort("start_ns")
+    j = f.join_asof(w, left_on="t", right_on="start_ns", by="rank", check_sortedness=False)
+    j = j.with_columns(
+        pl.when(pl.col("t") < pl.col("end_ns")).then(pl.col("step")).otherwise(None).alias("step")
+    )
+    return j.sort("_i")["step"]
+
+
+def context_call(calls: pl.DataFrame, gpu: pl.DataFrame) -> int | None:
+    """Event row of the call that creates the CUDA context, or None (created before the trace).
+
+    The longest call of at least 50 ms that is a setup call (allocation, ``cudaFree(0)``,
+    ``cudaSetDevice``...) or, before any GPU work, a synchronize (which then has nothing to wait
+    for but the context).
+    """
+    first = gpu.group_by("rank").agg(pl.col("ci").min().alias("first_ci"))
+    c = calls.join(first, on="rank", how="left").with_columns(pl.col("first_ci").fill_null(1 << 62))
+    cand = c.filter(
+        (pl.col("dur_ns") >= CONTEXT_CALL_NS)
+        & (
+            ~pl.col("cls").is_in(["launch", "copy", "sync"])
+            | ((pl.col("cls") == "sync") & (pl.col("ci") < pl.col("first_ci")))
+        )
+    )
+    return int(cand.sort("dur_ns", descending=True)["_row"][0]) if cand.height else None
+
+
+def _context(trace: Trace) -> _Ctx:
+    ev = trace.events
+    threads = main_threads(trace)
+    calls, gpu = model_rows(trace, threads)
+    kinds = ev["kind"].cast(pl.String)
+    calls = calls.with_columns(
+        pl.Series("kind", kinds.gather(calls["_row"].to_numpy()).to_list(), dtype=pl.String)
+    )
+    names = ev["name"]
+    lib_ci = (
+        gpu.select("rank", "ci", pl.Series("kname", names.gather(gpu["_row"].to_numpy()).to_list()))
+        .filter(pl.col("kname").str.contains(LIBRARY_KERNELS))
+        .select("rank", "ci")
+        .unique()
+        .with_columns(pl.lit(True).alias("lib"))
+    )
+    calls = calls.join(lib_ci, on=["rank", "ci"], how="left").with_columns(
+        pl.col("lib").fill_null(False)
+    )
+    calls = calls.with_columns(
+        _launch_path(pl.col("name"), pl.col("kind"), pl.col("lib")).alias("path"),
+        pl.col("cls").shift(1).over("rank").alias("prev_cls"),
+    )
+    calls = calls.with_columns(_steps_of(trace, calls["start_ns"], calls["rank"]).alias("step"))
+    facts = ev.select(
+        pl.col("copy_kind").cast(pl.String),
+        pl.col("src_mem").cast(pl.String),
+        pl.col("dst_mem").cast(pl.String),
+        pl.col("name").alias("gname"),
+    )
+    gr = gpu["_row"].to_numpy()
+    gpu = pl.concat([gpu, facts[gr]], how="horizontal")
+    host = ["pageable", "pinned", "managed"]
+    gpu = gpu.with_columns(
+        (
+            (pl.col("copy_kind") == "DtoH")
+            | (pl.col("dst_mem").is_in(host) & ~pl.col("src_mem").is_in(host).fill_null(False))
+        )
+        .fill_null(False)
+        .alias("d2h"),
+        (
+            (pl.col("copy_kind") == "HtoD")
+            | (pl.col("src_mem").is_in(host) & ~pl.col("dst_mem").is_in(host).fill_null(False))
+        )
+        .fill_null(False)
+        .alias("h2d"),
+    )
+    ci_step = calls.select("rank", "ci", "step")
+    gpu = gpu.join(ci_step, on=["rank", "ci"], how="left")
+    # UVM migrations (not launched by a call): the kernel running when the migration starts pays
+    # it; a migration outside every kernel (a CPU fault) delays the next host call instead
+    uv = ev.with_row_index("_row").filter(
+        (pl.col("kind") == "uvm_fault")
+        | ((pl.col("kind") == "memcpy") & pl.col("name").str.contains("(?i)unified"))
+    )
+    kern = gpu.filter(pl.col("gclass") == "kernel").select(
+        "rank",
+        "device",
+        pl.col("start_ns").alias("k_start"),
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("k_end"),
+        pl.col("_row").alias("k_row"),
+    )
+    if uv.height:
+        uv = uv.select("_row", "rank", "device", "start_ns", "dur_ns", pl.col("bytes").fill_null(0))
+        uv = uv.sort("start_ns").join_asof(
+            kern.sort("k_start"),
+            left_on="start_ns",
+            right_on="k_start",
+            by=["rank", "device"],
+            check_sortedness=False,
+        )
+        uv = uv.with_columns(
+            pl.when(pl.col("start_ns") < pl.col("k_end")).then(pl.col("k_row")).alias("k_row")
+        )
+        nxt = calls.select(
+            "rank", pl.col("start_ns").alias("c_start"), pl.col("_row").alias("c_row")
+        )
+        uv = uv.with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns")).sort("end_ns")
+        uv = uv.join_asof(
+            nxt.sort("c_start"),
+            left_on="end_ns",
+            right_on="c_start",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        uv = uv.with_columns(_steps_of(trace, uv["start_ns"], uv["rank"]).alias("step"))
+    ctx_row = context_call(calls, gpu)
+    launches = calls.filter(pl.col("cls") == "launch")["dur_ns"]
+    enqueue = int(_num(launches.median(), 5_000)) if launches.len() else 5_000
+    world = trace.meta.world_size or max(len(trace.meta.ranks), 1)
+    return _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue)
+
+
+# ------------------------------------------------------------------------------ the mechanisms
+
+
+def _ring_steps(name: pl.Expr, n: int) -> pl.Expr:
+    """Ring steps of one collective over n ranks (all-reduce 2(n-1); gather / scatter n-1)."""
+    return (
+        pl.when(name.str.contains("(?i)allreduce|all_reduce"))
+        .then(pl.lit(2 * (n - 1)))
+        .when(name.str.contains("(?i)sendrecv|send|recv"))
+        .then(pl.lit(1))
+        .otherwise(pl.lit(n - 1))
+    )
+
+
+def _costs(
+    ctx: _Ctx, on: frozenset[str], k: dict[str, float], fix: str | None = None
+) -> tuple[Injection, RowCosts]:
+    """The injection and per-row costs of the mechanisms in ``on`` (+ one fix) at constants ``k``."""
+    call, gap, gpu_x = ctx.zeros(), ctx.zeros(), ctx.zeros()
+    free = np.zeros(ctx.n_rows, dtype=bool)
+    c, g = ctx.calls, ctx.gpu
+    rows = c["_row"].to_numpy()
+    inj: dict[str, Any] = {}
+    if "launch_toll" in on:
+        toll = {
+            "runtime": k["kernel_launch_toll_ns"],
+            "library": k["library_launch_toll_ns"],
+            "graph": k["graph_launch_toll_ns"],
+        }
+        is_l = (c["cls"] == "launch").to_numpy()
+        path = c["path"].to_numpy()
+        add = np.array([toll[p] for p in path], dtype=np.float64) * is_l
+        if fix == "cuda_graphs":
+            # consecutive launches in a step collapse into one graph launch: the calls and the
+            # host gaps between them vanish, the first pays one graph launch
+            inside = is_l & (c["prev_cls"] == "launch").fill_null(False).to_numpy()
+            first = is_l & ~inside
+            add = np.where(first, k["graph_launch_toll_ns"], 0.0)
+            call[rows[inside]] = -c["dur_ns"].to_numpy()[inside]
+            gap[rows[inside]] = -(10**15)
+        elif fix == "fewer_graph_splits":
+            is_g = path == "graph"
+            stp = c["step"].fill_null(-1).to_numpy()
+            seen: set[tuple[int, int]] = set()
+            first_g = np.zeros(len(stp), dtype=bool)
+            rk = c["rank"].to_numpy()
+            for i in np.nonzero(is_g)[0]:
+                key = (int(rk[i]), int(stp[i]))
+                if key not in seen:
+                    seen.add(key)
+                    first_g[i] = True
+            add = np.where(is_g & ~first_g, 0.0, add)
+        call[rows] += add.astype(np.int64)
+    if "serialized_copies" in on:
+        inj["copy_toll_ns"] = int(k["copy_toll_ns"])
+        inj["copy_gbps"] = float(k["copy_bandwidth_gbps"])
+        hc = g.filter(pl.col("hcopy"))
+        if fix in ("batch_small_copies", "resident_weights", "context_pool") and hc.height:
+            big = (hc["bytes"].fill_null(0) >= BULK_BYTES).to_numpy()
+            h2d = hc["h2d"].to_numpy()
+            grow = hc["_row"].to_numpy()
+            crow = rows[hc["ci"].to_numpy()] if c.height else grow
+            if fix == "resident_weights":
+                gone = big  # bulk data kept on the GPU: neither offload nor restore copies
+                gpu_x[grow[gone]] = -(10**15)
+                call[crow[gone]] = -(10**15)
+                free[crow[gone]] = True
+            elif fix == "context_pool":
+                # a loader with a pool of CUDA contexts: bulk H2D at 0.65x of CC-off bandwidth
+                native = hc["bytes"].fill_null(0) / hc["dur_ns"].clip(1)  # B/ns = GB/s
+                pool = (0.65 * native).to_numpy()
+                by = hc["bytes"].fill_null(0).to_numpy()
+                cc_t = k["copy_toll_ns"] + by / k["copy_bandwidth_gbps"]
+                pool_t = k["copy_toll_ns"] + by / np.maximum(pool, k["copy_bandwidth_gbps"])
+                sel = big & h2d
+                gpu_x[grow[sel]] = (pool_t - cc_t)[sel].astype(np.int64)
+            else:  # batch_small_copies: one copy per step and direction carries all the bytes
+                small = hc.with_columns(
+                    pl.lit(np.arange(hc.height)).alias("_i"),
+                    (pl.col("bytes").fill_null(0) < BATCH_BYTES).alias("small"),
+                ).filter(pl.col("small") & pl.col("step").is_not_null())
+                for _, grp in small.group_by(["rank", "step", "h2d"]):
+                    if grp.height < 2:
+                        continue
+                    idx = grp["_i"].to_numpy()
+                    keep, drop = idx[-1], idx[:-1]
+                    gpu_x[grow[drop]] = -(10**15)
+                    call[crow[drop]] = -(10**15)
+                    free[crow[drop]] = True
+                    moved = float(hc["bytes"].fill_null(0).to_numpy()[drop].sum())
+                    gpu_x[grow[keep]] += int(moved / k["copy_bandwidth_gbps"])
+    if "blocked_non_blocking" in on:
+        inj["copies_blocking"] = True
+    if fix == "drain_thread":
+        # readbacks (D2H) and the synchronize right after them move to a worker thread
+        d2h = g.filter(pl.col("hcopy") & pl.col("d2h"))
+        if d2h.height:
+            ci = d2h["ci"].to_numpy()
+            is_d2h_call = np.zeros(c.height, dtype=bool)
+            is_d2h_call[ci] = True
+            nxt_sync = np.zeros(c.height, dtype=bool)
+            nxt_sync[1:] = is_d2h_call[:-1] & (c["cls"] == "sync").to_numpy()[1:]
+            sel = is_d2h_call | nxt_sync
+            dur = c["dur_ns"].to_numpy()
+            free[rows[sel]] = True
+            call[rows[sel]] = np.minimum(call[rows[sel]], 0) - np.maximum(
+                dur[sel] - ctx.enqueue_ns, 0
+            )
+    if "sync_stall" in on:
+        inj["sync_toll_ns"] = int(k["sync_toll_ns"])
+    if "encrypted_collectives" in on:
+        inj["collective_factor"] = 1.0 / float(k["collective_bandwidth_ratio"])
+        col = g.filter(pl.col("gclass") == "collective")
+        if col.height and k["collective_step_latency_ns"] > 0:
+            lat = col.select(_ring_steps(pl.col("gname"), max(ctx.world, 2)))[:, 0].to_numpy()
+            extra = lat * k["collective_step_latency_ns"]
+            if fix == "bigger_buckets":
+                keep = ~col.select(pl.struct("rank", "step").is_duplicated())[:, 0].to_numpy()
+                extra = np.where(keep, extra, 0)
+            gpu_x[col["_row"].to_numpy()] += extra.astype(np.int64)
+    if "uvm_migration" in on and ctx.uvm.height:
+        uv = ctx.uvm
+        by = uv["bytes"].to_numpy().astype(np.float64)
+        dur = uv["dur_ns"].to_numpy()
+        if fix == "prefetch_managed":
+            cost = by / k["copy_bandwidth_gbps"]  # one bulk prefetch at the copy bandwidth
+        else:
+            cost = k["uvm_migration_toll_ns"] + by / k["uvm_bandwidth_gbps"]
+        extra = np.maximum(cost - dur, 0).astype(np.int64)
+        krow = uv["k_row"].to_numpy()
+        crow = uv["c_row"].to_numpy()
+        in_k = (
+            ~np.isnan(krow.astype(np.float64))
+            if krow.dtype != object
+            else np.array([x is not None for x in krow])
+        )
+        np.add.at(gpu_x, krow[in_k].astype(np.int64), extra[in_k])
+        ok_c = ~in_k & np.array(
+            [x is not None and not (isinstance(x, float) and math.isnan(x)) for x in crow]
+        )
+        np.add.at(call, crow[ok_c].astype(np.int64), extra[ok_c])
+    if "one_time_setup" in on and ctx.context_row is not None:
+        call[ctx.context_row] += int(k["context_creation_ns"])
+    if ctx.calib_u > 0:
+        # the profiler's host overhead taken out (see calibrate): launch calls shrink first (to
+        # 2 µs at most), then the host gaps
+        cu, gu = min(ctx.calib_u, 1.0), max(ctx.calib_u - 1.0, 0.0)
+        gaps = c.select(
+            (pl.col("start_ns") - (pl.col("start_ns") + pl.col("dur_ns")).shift(1).over("rank"))
+            .fill_null(0)
+            .clip(0)
+        )[:, 0].to_numpy()
+        gap[rows] -= (gu * gaps).astype(np.int64)
+        is_l = (c["cls"] == "launch").to_numpy()
+        dur = c["dur_ns"].to_numpy()
+        over = dur - np.minimum(dur, 2_000)
+        call[rows[is_l]] -= (cu * over[is_l]).astype(np.int64)
+    rc = RowCosts(call_ns=call, gap_ns=gap, gpu_ns=gpu_x, nonblocking=free, queue_aware=True)
+    return Injection(**inj), rc
+
+
+def _active(ctx: _Ctx, k: dict[str, float]) -> list[str]:
+    """The mechanisms that can cost anything on this trace and platform."""
+    c, g = ctx.calls, ctx.gpu
+    on = []
+    if (c["cls"] == "launch").any():
+        on.append("launch_toll")
+    hc = g.filter(pl.col("hcopy"))
+    if hc.height:
+        on.append("serialized_copies")
+        if c.filter(pl.col("name").str.contains("Async") & (pl.col("cls") == "copy")).height:
+            on.append("blocked_non_blocking")
+    if (c["cls"] == "sync").any() and k["sync_toll_ns"] > 0:
+        on.append("sync_stall")
+    if (g["gclass"] == "collective").any() and (
+        k["collective_bandwidth_ratio"] < 1 or k["collective_step_latency_ns"] > 0
+    ):
+        on.append("encrypted_collectives")
+    if ctx.uvm.height:
+        on.append("uvm_migration")
+    return on
+
+
+# ----------------------------------------------------------------------------------- replays
+
+
+class _Replayer:
+    """Replays of the CC-off trace, cached by (mechanisms, constants end, fix)."""
+
+    def __init__(self, ctx: _Ctx, platform: Platform) -> None:
+        self.ctx, self.platform = ctx, platform
+        self.cache: dict[tuple[frozenset[str], str, str | None], float] = {}
+        self.keep: tuple[frozenset[str], str, str | None] | None = None
+        self.kept: Trace | None = None
+        st = ctx.trace.steps
+        self.base = _num(st["dur_ns"].median()) if st.height else 0.0
+
+    def step(self, on: frozenset[str], end: str = "value", fix: str | None = None) -> float:
+        key = (on, end, fix)
+        if key not in self.cache:
+            if not on and fix is None and self.ctx.calib_u == 0:
+                self.cache[key] = self.base
+            else:
+                inj, rc = _costs(self.ctx, on, self.platform.at(end), fix)  # type: ignore[arg-type]
+                out = replay(self.ctx.trace, inj, self.ctx.threads, costs=rc)
+                self.cache[key] = _num(out.steps["dur_ns"].median())
+                if key == self.keep:
+                    self.kept = out
+        return self.cache[key]
+
+
+def _shapley(players: list[str], f: Callable[[frozenset[str]], float]) -> dict[str, float]:
+    """Exact Shapley values of ``f`` over ``players`` (in order when there are too many)."""
+    n = len(players)
+    if n == 0:
+        return {}
+    if n > MAX_EXACT_PLAYERS:
+        out: dict[str, float] = {}
+        on: frozenset[str] = frozenset()
+        for p in players:
+            nxt = on | {p}
+            out[p] = f(nxt) - f(on)
+            on = nxt
+        return out
+    phi = dict.fromkeys(players, 0.0)
+    for p in players:
+        rest = [q for q in players if q != p]
+        for r in range(n):
+            w = math.factorial(r) * math.factorial(n - r - 1) / math.factorial(n)
+            for sub in itertools.combinations(rest, r):
+                s = frozenset(sub)
+                phi[p] += w * (f(s | {p}) - f(s))
+    return phi
+
+
+# --------------------------------------------------------------------------------- the result
+
+
+_TEXT = {
+    "launch_toll": "{n:.0f} {path} launches per step, each {toll} slower inside the call",
+    "serialized_copies": "{n:.0f} host copies per step at {toll} + bytes / {bw} GB/s",
+    "blocked_non_blocking": "{n:.0f} cudaMemcpyAsync per step block until the stream drains",
+    "sync_stall": "{n:.0f} synchronize calls per step, each {toll} slower",
+    "encrypted_collectives": "{n:.0f} collectives per step at {ratio:.2f}x bandwidth + {toll} per ring step",
+    "uvm_migration": "{n:.0f} UVM migrations per step at {toll} + bytes / {bw} GB/s",
+    "one_time_setup": "context creation {toll} slower, once",
+}
+
+_FIX_TEXT = {
+    "cuda_graphs": "capture the step's launches in a CUDA graph (one graph launch per run of launches)",
+    "fewer_graph_splits": "one graph launch per step instead of several",
+    "drain_thread": "move readbacks (D2H copies and the synchronize after them) to a worker thread",
+    "batch_small_copies": "pack the host copies (< 16 MiB) of each step into one per direction",
+    "resident_weights": "keep bulk data (weights, KV blocks) resident on the GPU: no bulk copies",
+    "context_pool": "load bulk H2D data through a pool of CUDA contexts (0.65x of CC-off bandwidth)",
+    "bigger_buckets": "bigger collective buckets: one collective's latency per step",
+    "prefetch_managed": "prefetch managed memory in bulk instead of faulting it in",
+}
+
+_FIX_ALTERNATIVES = {
+    "cuda_graphs": ["fewer_graph_splits"],
+    "fewer_graph_splits": ["cuda_graphs"],
+    "resident_weights": ["context_pool", "batch_small_copies"],
+    "context_pool": ["resident_weights"],
+    "batch_small_copies": ["resident_weights"],
+}
+
+
+def _fmt_ns(ns: float) -> str:
+    from ccdiag.report.units import duration
+
+    return duration(ns)
+
+
+def _counts(ctx: _Ctx) -> dict[str, float]:
+    """Per-step counts of what each mechanism charges (mean over the trace's steps)."""
+    n_steps = max(ctx.trace.steps.height, 1)
+    c, g = (
+        ctx.calls.filter(pl.col("step").is_not_null()),
+        ctx.gpu.filter(pl.col("step").is_not_null()),
+    )
+    launches = c.filter(pl.col("cls") == "launch")
+    out = {
+        f"launch.{p}": launches.filter(pl.col("path") == p).height / n_steps
+        for p in ("runtime", "library", "graph")
+    }
+    out["copies"] = g.filter(pl.col("hcopy")).height / n_steps
+    out["async"] = (
+        c.filter((pl.col("cls") == "copy") & pl.col("name").str.contains("Async")).height / n_steps
+    )
+    out["syncs"] = c.filter(pl.col("cls") == "sync").height / n_steps
+    out["collectives"] = g.filter(pl.col("gclass") == "collective").height / n_steps
+    uv = ctx.uvm.filter(pl.col("step").is_not_null()) if ctx.uvm.height else ctx.uvm
+    out["uvm"] = uv.height / n_steps
+    return out
+
+
+def _describe(m: str, cnt: dict[str, float], k: dict[str, float]) -> tuple[float, str]:
+    """Count per step and one line of what a (non-launch) mechanism charges."""
+    d, t = _fmt_ns, _TEXT[m]
+    if m == "serialized_copies":
+        bw = f"{k['copy_bandwidth_gbps']:.3g}"
+        return cnt["copies"], t.format(n=cnt["copies"], toll=d(k["copy_toll_ns"]), bw=bw)
+    if m == "blocked_non_blocking":
+        return cnt["async"], t.format(n=cnt["async"])
+    if m == "sync_stall":
+        return cnt["syncs"], t.format(n=cnt["syncs"], toll=d(k["sync_toll_ns"]))
+    if m == "encrypted_collectives":
+        return cnt["collectives"], t.format(
+            n=cnt["collectives"],
+            ratio=k["collective_bandwidth_ratio"],
+            toll=d(k["collective_step_latency_ns"]),
+        )
+    if m == "uvm_migration":
+        bw = f"{k['uvm_bandwidth_gbps']:.3g}"
+        return cnt["uvm"], t.format(n=cnt["uvm"], toll=d(k["uvm_migration_toll_ns"]), bw=bw)
+    return 1.0, t.format(toll=d(k["context_creation_ns"]))
+
+
+def _mechanism_rows(
+    ctx: _Ctx, phi: dict[str, float], k: dict[str, float], platform: Platform
+) -> list[MechanismCost]:
+    cnt = _counts(ctx)
+    rows: list[MechanismCost] = []
+    for m in MECHANISMS:
+        if m not in phi:
+            continue
+        if m == "launch_toll":
+            tolls = {
+                "runtime": k["kernel_launch_toll_ns"],
+                "library": k["library_launch_toll_ns"],
+                "graph": k["graph_launch_toll_ns"],
+            }
+            paid = {p: cnt[f"launch.{p}"] * tolls[p] for p in tolls}
+            total = sum(paid.values())
+            for p, v in paid.items():
+                if cnt[f"launch.{p}"] == 0:
+                    continue
+                share = v / total if total else 1.0 / 3
+                rows.append(
+                    MechanismCost(
+                        mechanism=m,
+                        path=p,
+                        ns_per_step=round(phi[m] * share),
+                        count_per_step=round(cnt[f"launch.{p}"], 2),
+                        text=_TEXT[m].format(n=cnt[f"launch.{p}"], path=p, toll=_fmt_ns(tolls[p])),
+                    )
+                )
+            continue
+        n, text = _describe(m, cnt, k)
+        rows.append(
+            MechanismCost(
+                mechanism=m, ns_per_step=round(phi[m]), count_per_step=round(n, 2), text=text
+            )
+        )
+    return rows
+
+
+def _cc_warnings(trace: Trace, ctx: _Ctx) -> list[str]:
+    """Signs that the trace given is already a CC-on trace."""
+    out = []
+    mode = (trace.meta.cc_mode or "").lower()
+    if mode in ("on", "devtools", "synthetic"):
+        out.append(
+            f"the trace's metadata says CC mode {mode!r}: predict expects a CC-off trace, so "
+            "the prediction adds CC costs on top of CC costs"
+        )
+    emulated = trace.meta.extra.get("emulated_cc", "")
+    if emulated and "no mechanism" not in emulated:  # a baseline runs under the shim, all off
+        out.append(
+            f"the trace ran under emulated CC ({emulated}): its costs are already tolled, so the "
+            "prediction adds CC costs on top of CC costs; give the CC-off (baseline) trace"
+        )
+    hc = ctx.gpu.filter(pl.col("hcopy"))
+    relabel = hc.filter(
+        pl.col("gname").str.contains("(?i)device-to-device|dtod")
+        & ((pl.col("src_mem") == "managed") | (pl.col("dst_mem") == "managed"))
+    )
+    bulk = hc.filter(pl.col("bytes").fill_null(0) >= BULK_BYTES)
+    gbps = _num((bulk["bytes"] / bulk["dur_ns"].clip(1)).median()) if bulk.height else None
+    if relabel.height and hc.height and relabel.height >= 0.5 * hc.height:
+        out.append(
+            f"{relabel.height} of {hc.height} host copies are labelled device-to-device with a "
+            "managed host buffer, as CC's emulated pinned memory shows them: this looks like a "
+            "CC-on trace"
+        )
+    if gbps is not None and gbps < 5.0:
+        out.append(
+            f"bulk host copies run at {gbps:.2f} GB/s (median over {bulk.height}), a CC bridge's "
+            "speed: this looks like a CC-on trace"
+        )
+    return out
+
+
+def predict_trace(
+    trace: Trace,
+    platform: Platform | str | Path = "b200",
+    *,
+    warnings: list[str] | None = None,
+    fixes: bool = True,
+    unprofiled_step_ns: float | None = None,
+) -> Prediction:
+    """Predict the CC-on step time of a loaded CC-off trace (see the module docstring).
+
+    Args:
+        trace: the CC-off trace (steps assigned).
+        platform: a profile, or its name or YAML path.
+        warnings: added to the prediction's warnings.
+        fixes: predict each fix too (one replay per fix).
+        unprofiled_step_ns: the CC-off step measured without a profiler, if known: the trace's
+            profiler overhead is taken out first (:func:`calibrate`).
+    """
+    return _predict(
+        trace, platform, warnings=warnings, fixes=fixes, unprofiled_step_ns=unprofiled_step_ns
+    )[0]
+
+
+def predict_with_trace(
+    trace: Trace, platform: Platform | str | Path, *, fixes: bool = False, partition: bool = True
+) -> tuple[Prediction, Trace]:
+    """:func:`predict_trace` and the predicted CC-on run itself (the replayed trace, one-time
+    costs included), for validations that compare it with a real CC run. ``partition=False``
+    skips the Shapley replays (``mechanisms`` then holds only the one-time setup)."""
+    pred, kept = _predict(trace, platform, fixes=fixes, keep=True, partition=partition)
+    assert kept is not None
+    return pred, kept
+
+
+def calibrate(ctx: _Ctx, platform: Platform, unprofiled_step_ns: float) -> tuple[float, str]:
+    """Take the profiler's host overhead out of the trace, given the CC-off step time measured
+    *without* a profiler (no CC data).
+
+    A profiler adds host time per launch (torch.profiler: ~30-40 µs per launch on an H200, more
+    than a CC launch toll; a ``cudaGraphLaunch`` of a big graph takes ~260 µs instead of ~10 µs
+    under CUPTI), so a profiled trace over-predicts a host-bound step. One knob ``u``, found by
+    bisection so the CC-off replay's median step matches ``unprofiled_step_ns``: for ``u`` in
+    0..1 the launch calls shrink toward 2 µs; in 1..2 the host gaps between calls shrink too (by
+    ``u - 1``). Launch calls go first: the overhead of graph launches sits there, and host code
+    that really runs (a scheduler, sampling) should survive. GPU time is left as traced (a
+    profiler's slowdown of kernels inside graphs is not taken out).
+
+    Returns:
+        ``u`` (0: nothing taken out) and a note for the prediction's warnings.
+    """
+    rp = _Replayer(ctx, platform)
+    traced = rp.base
+    if unprofiled_step_ns * (1 + CALIBRATION_TOLERANCE) >= traced:
+        return 0.0, (
+            f"the unprofiled CC-off step ({_fmt_ns(unprofiled_step_ns)}) is not shorter than the "
+            f"traced one ({_fmt_ns(traced)}): no profiler overhead taken out"
+        )
+    # the least overhead taken out that brings the replay within the run-to-run noise of the
+    # measured step: a GPU-bound step says nothing about host time below it, and host code that
+    # really runs must stay to be serialized by CC's blocking copies
+    target = unprofiled_step_ns * (1 + CALIBRATION_TOLERANCE)
+    lo, hi = 0.0, 1.98
+    ctx.calib_u = hi
+    floor = _Replayer(ctx, platform).step(frozenset())
+    gpu_bound = floor >= unprofiled_step_ns * (1 - GPU_BOUND_MARGIN)
+    if gpu_bound:
+        # without any host overhead the replay is within 5 % of the measured step: that step is
+        # GPU-bound and says nothing about the host time below it, so only the launch calls shrink
+        hi = 1.0
+    for _ in range(9):
+        mid = (lo + hi) / 2
+        ctx.calib_u = mid
+        got = _Replayer(ctx, platform).step(frozenset())
+        if got > target:
+            lo = mid
+        else:
+            hi = mid
+    ctx.calib_u = (lo + hi) / 2
+    what = (
+        f"launch calls shrunk by {ctx.calib_u:.0%} of their time above 2 µs"
+        + (" (the CC-off step is GPU-bound: host gaps kept)" if gpu_bound else "")
+        if ctx.calib_u <= 1
+        else f"launch calls shrunk to 2 µs and host gaps by {ctx.calib_u - 1:.0%}"
+    )
+    return ctx.calib_u, (
+        f"profiler overhead taken out: {what}, so the CC-off replay matches the unprofiled "
+        f"step {_fmt_ns(unprofiled_step_ns)} (traced {_fmt_ns(traced)})"
+    )
+
+
+def _predict(
+    trace: Trace,
+    platform: Platform | str | Path,
+    *,
+    warnings: list[str] | None = None,
+    fixes: bool = True,
+    keep: bool = False,
+    partition: bool = True,
+    unprofiled_step_ns: float | None = None,
+) -> tuple[Prediction, Trace | None]:
+    plat = platform if isinstance(platform, Platform) else load_platform(platform)
+    ctx = _context(trace)
+    notes: list[str] = []
+    if unprofiled_step_ns:
+        notes.append(calibrate(ctx, plat, unprofiled_step_ns)[1])
+    rp = _Replayer(ctx, plat)
+    k = plat.at("value")
+    players = _active(ctx, k)
+    steady = frozenset(players)
+    full = steady | ({"one_time_setup"} if ctx.context_row is not None else set())
+    if keep:
+        rp.keep = (full, "value", None)
+        if not full:
+            rp.kept = trace
+
+    def f(s: frozenset[str]) -> float:
+        return rp.step(s)
+
+    if partition:
+        phi = _shapley(players, f)
+    else:  # the whole predicted slowdown, unsplit (validations that only need the total)
+        phi = {}
+    one_time_step = rp.step(full) - rp.step(steady) if full != steady else 0.0
+    if ctx.context_row is not None:
+        phi["one_time_setup"] = one_time_step
+    base = rp.base if ctx.calib_u == 0 else rp.step(frozenset())
+    steady_band = Band(
+        median=round(rp.step(steady)),
+        low=round(rp.step(steady, "low")),
+        high=round(rp.step(steady, "high")),
+    )
+    # the context toll is one host call made longer: it adds to the step as it does at the
+    # median constants, scaled to the range's ends (saves two replays)
+    toll = k["context_creation_ns"]
+    scale = {
+        e: (plat.at(e)["context_creation_ns"] / toll if toll else 0.0) for e in ("low", "high")
+    }
+    band = Band(
+        median=round(rp.step(full)),
+        low=round(steady_band.low + one_time_step * scale["low"]),
+        high=round(steady_band.high + one_time_step * scale["high"]),
+    )
+    fix_rows = _fixes(ctx, rp, steady, plat) if fixes else []
+    in_steps = False
+    if ctx.context_row is not None:
+        row = ctx.calls.filter(pl.col("_row") == ctx.context_row)
+        in_steps = bool(row["step"].is_not_null().any())
+    warn = list(warnings or []) + notes + _cc_warnings(trace, ctx)
+    if trace.meta.host_only:
+        warn.append(
+            "the trace has no GPU activity: only host-side costs (launch and sync tolls) are predicted"
+        )
+    method = (
+        "replay of the CC-off trace (ccdiag.replay: main thread + streams, sync and copy "
+        f"dependencies) with the {plat.name} profile's costs; mechanisms by exact Shapley values "
+        f"over {len(players)} mechanisms ({2 ** len(players)} replays) on the median step; band: "
+        "every constant at the cheap / dear end of its published range"
+        if len(players) <= MAX_EXACT_PLAYERS
+        else "replay; mechanisms added in order (too many for exact Shapley values)"
+    )
+    pred = Prediction(
+        source=trace.meta.source,
+        format=trace.meta.format,
+        platform=plat.name,
+        platform_description=plat.description,
+        constants=plat.sources(),
+        n_steps=trace.steps.height,
+        baseline_step_ns=round(base),
+        predicted_step_ns=band,
+        steady_step_ns=steady_band,
+        one_time_ns=int(k["context_creation_ns"]),
+        one_time_in_steps=in_steps,
+        mechanisms=_mechanism_rows(ctx, phi, k, plat),
+        fixes=fix_rows,
+        warnings=warn,
+        method=method,
+    )
+    return pred, rp.kept
+
+
+def _fixes(ctx: _Ctx, rp: _Replayer, steady: frozenset[str], plat: Platform) -> list[FixPrediction]:
+    """Every fix that applies, each replayed alone on top of the full CC prediction."""
+    cnt = _counts(ctx)
+    hc = ctx.gpu.filter(pl.col("hcopy") & pl.col("step").is_not_null())
+    cands: list[str] = []
+    if "launch_toll" in steady and cnt["launch.runtime"] + cnt["launch.library"] >= 2:
+        cands.append("cuda_graphs")
+    if "launch_toll" in steady and cnt["launch.graph"] >= 2:
+        cands.append("fewer_graph_splits")
+    if hc.filter(pl.col("d2h")).height:
+        cands.append("drain_thread")
+    small = hc.filter(pl.col("bytes").fill_null(0) < BATCH_BYTES)
+    if small.height and small.group_by(["rank", "step", "h2d"]).len()["len"].max() >= 2:  # type: ignore[operator]
+        cands.append("batch_small_copies")
+    bulk = hc.filter(pl.col("bytes").fill_null(0) >= BULK_BYTES)
+    if bulk.height:
+        cands.append("resident_weights")
+    if bulk.filter(pl.col("h2d")).height:
+        cands.append("context_pool")
+    if "encrypted_collectives" in steady and cnt["collectives"] >= 2:
+        cands.append("bigger_buckets")
+    if "uvm_migration" in steady:
+        cands.append("prefetch_managed")
+    cc = rp.step(steady)
+    out = []
+    for fx in cands:
+        t = rp.step(steady, "value", fx)
+        if cc - t < 0.01 * max(cc - rp.base, 1):
+            continue  # recovers nothing worth saying (e.g. graphs where every launch is synced)
+        out.append(
+            FixPrediction(
+                fix=fx,
+                predicted_step_ns=round(t),
+                recovery_ns_per_step=round(cc - t),
+                alternative_to=[a for a in _FIX_ALTERNATIVES.get(fx, []) if a in cands],
+                text=_FIX_TEXT[fx],
+                method=f"replay of the CC prediction ({plat.name}) with the fix applied",
+            )
+        )
+    return sorted(out, key=lambda x: x.predicted_step_ns)
+
+
+def predict(
+    trace_or_path: Trace | str | Path,
+    platform: Platform | str | Path = "b200",
+    *,
+    step: str | None = None,
+    unprofiled_step_ns: float | None = None,
+) -> Prediction:
+    """:func:`predict_trace` of a trace, or of a trace file / folder (loaded with its steps)."""
+    plat = platform if isinstance(platform, Platform) else load_platform(platform)
+    if isinstance(trace_or_path, Trace):
+        return predict_trace(trace_or_path, plat, unprofiled_step_ns=unprofiled_step_ns)
+    from ccdiag.api import load_trace
+
+    tr = load_trace(trace_or_path, step=step)
+    return predict_trace(tr, plat, unprofiled_step_ns=unprofiled_step_ns)
+
+
+def ablation(
+    trace: Trace,
+    platform: Platform | str | Path,
+    fixes: tuple[str, ...] = (),
+    unprofiled_step_ns: float | None = None,
+) -> dict[str, float]:
+    """One-at-a-time predictions, the form of an emulator's ablation truth (ns per step).
+
+    Returns:
+        ``baseline``, ``cc`` (every steady mechanism), ``only_<mechanism>`` for each mechanism
+        that applies, and ``fix_<id>`` (the CC step with that fix) for each of ``fixes``.
+    """
+    plat = platform if isinstance(platform, Platform) else load_platform(platform)
+    ctx = _context(trace)
+    if unprofiled_step_ns:
+        calibrate(ctx, plat, unprofiled_step_ns)
+    rp = _Replayer(ctx, plat)
+    players = _active(ctx, plat.at("value"))
+    steady = frozenset(players)
+    base = rp.base if ctx.calib_u == 0 else rp.step(frozenset())
+    out = {"baseline": base, "cc": rp.step(steady)}
+    for m in players:
+        out[f"only_{m}"] = rp.step(frozenset({m}))
+    for fx in fixes:
+        out[f"fix_{fx}"] = rp.step(steady, "value", fx)
+    return out

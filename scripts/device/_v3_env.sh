@@ -1,0 +1,56 @@
+# Sourced by run_v3_*.sh (repo root, on the GPU machine). Environment, nsys set-up, job helper.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD CCDIAG_CACHE=/tmp/ccd PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
+START=$SECONDS
+DEADLINE=${DEADLINE:-540}   # seconds after start: no job starts later than DEADLINE - its budget
+t() { echo "=== +$((SECONDS - START))s $(date +%T) $*"; }
+P="python3 -m ccdiag.emulate.pairs"
+# job NAME BUDGET_S ENV... -- ARGS...: run one pairs.py process with `timeout BUDGET`, skipped when
+# the deadline would be passed; its output folder is $W/NAME.
+job() {
+  local name=$1 budget=$2; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local left=$((DEADLINE - (SECONDS - START)))
+  if [ $left -lt $budget ]; then echo "SKIPPED $name (budget ${budget}s, ${left}s left)"; echo "$name" >> $W/SKIPPED; return; fi
+  t "$name: ${envs[*]} $*"
+  local t0=$SECONDS
+  env "${envs[@]}" timeout $budget $P "$@" --out $W/$name > $W/$name.log 2>&1
+  local rc=$?
+  tail -4 $W/$name.log | grep -v '^USDT\|^STAGE\|^WARNING' | cut -c1-300
+  echo "rc=$rc ${name} $((SECONDS - t0))s"
+  [ $rc -eq 0 ] || echo "FAILED $name rc=$rc" | tee -a $W/FAILED
+  mkdir -p $W/$name && mv $W/$name.log $W/$name/run.log
+}
+nsys_setup() {
+  NSYS=$(find /opt/nvidia -name nsys -type f -path '*target-linux-x64*' 2>/dev/null | head -1)
+  if [ -n "$NSYS" ] && ls .debs/*.deb >/dev/null 2>&1; then
+    mkdir -p /tmp/dw && for f in .debs/*.deb; do dpkg -x $f /tmp/dw; done
+    export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    echo "nsys: $NSYS $($NSYS --version 2>&1 | head -1)"
+  else NSYS=""; echo "no nsys ($NSYS) or no .debs"; fi
+}
+# nsys_pair NAME BUDGET ARGS...: baseline and treatment capture ranges of one process under nsys,
+# each exported to SQLite (the .nsys-rep files stay behind: they embed the environment).
+nsys_pair() {
+  local name=$1 budget=$2; shift 2
+  local left=$((DEADLINE - (SECONDS - START)))
+  if [ -z "$NSYS" ] || [ $left -lt $budget ]; then echo "SKIPPED $name (nsys='$NSYS', ${left}s left)"; echo "$name" >> $W/SKIPPED; return; fi
+  t "$name (nsys): $*"
+  mkdir -p $W/$name/rep
+  timeout $budget $NSYS profile -t cuda,nvtx -s none --cpuctxsw=none --capture-range=cudaProfilerApi \
+    --capture-range-end=repeat --force-overwrite true -o $W/$name/rep/pair \
+    $P "$@" --backend nsys --out $W/$name > $W/$name/run.log 2>&1 || echo "FAILED $name (nsys rc=$?)" | tee -a $W/FAILED
+  tail -3 $W/$name/run.log | cut -c1-300
+  for rep in $W/$name/rep/*.nsys-rep; do
+    [ -e "$rep" ] || continue
+    timeout 120 $NSYS export --type sqlite --force-overwrite true -o ${rep%.nsys-rep}.sqlite $rep > /dev/null 2>&1 || echo "FAILED export $rep"
+    python3 -c "import sys; from ccdiag.profiling import scrub_nsys_sqlite as s; print('scrubbed', s(sys.argv[1]))" ${rep%.nsys-rep}.sqlite
+    rm -f $rep
+  done
+  ls -la $W/$name/rep
+}

@@ -1,0 +1,528 @@
+"""`ccdiag predict` against emulated CC measured on a GPU (H200 + ccdiag's LD_PRELOAD emulator).
+
+    python scripts/validate_predict_emulated.py                 # write docs/validation_predict_emulated.md
+    python scripts/validate_predict_emulated.py --check         # exit 1 when it is stale
+    python scripts/validate_predict_emulated.py --device validation   # the device measurements
+
+Sources of truth, both measured on the device, never seen by the prediction:
+
+1. ``sample_traces/*/ground_truth.json`` (shipped): the step time of the emulated B200 CC run
+   in the same profiler session as the CC-off trace, and each mechanism's impact by ablation
+   (``only_<mechanism>`` phases). Predicted from ``baseline`` with the ``b200`` profile.
+   ``decode_graph``'s treatment is the CUDA-graph fix of ``decode_eager`` applied for real.
+2. ``--device validation`` (the capture helper's folder: ``measured_stepTimes.json``, step
+   times measured without a profiler, fixes applied for real, and the profiled pairs'
+   per-mechanism truth): writes ``docs/validation_predict_device.md``.
+
+Targets (issue 13): step time within ±15 %, each mechanism within ±20 % of its ablation truth
+(judged only where the truth's 95 % CI excludes zero), each fix's recovery within ±20 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ccdiag import api
+from ccdiag.predict import ablation, predict_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+DOC = ROOT / "docs" / "validation_predict_emulated.md"
+STEP_TARGET, MECH_TARGET, FIX_TARGET = 0.15, 0.20, 0.20
+#: Emulator phases -> predict mechanisms (copy_pad: toll + bandwidth padding; copy_sync: the
+#: revoked non_blocking).
+PHASES = {
+    "only_launch": "launch_toll",
+    "only_copy_pad": "serialized_copies",
+    "only_copy_sync": "blocked_non_blocking",
+    "only_collective": "encrypted_collectives",
+}
+#: The b200 profile as the emulator injects it (no toll on library launches, CTA-capped NCCL).
+EMULATED_PROFILE = ROOT / "scripts" / "platforms" / "b200_emulated.yaml"
+#: Samples judged, and why the others are not.
+SKIP = {
+    "decode_eager_cpu": "adds a CPU-bound neighbour process (host_slowdown), not a CC cost",
+    "decode_eager_nsys": "no ground truth of its own (see sample_traces/README.md)",
+}
+#: Fixes applied for real in the samples: (fix id, sample without it, sample with it).
+FIXES = (("cuda_graphs", "decode_eager", "decode_graph"),)
+
+
+def _side(d: Path, name: str) -> Path:
+    for cand in (d / f"{name}.json.gz", d / name, d / f"{name}.sqlite"):
+        if cand.exists():
+            return cand
+    raise FileNotFoundError(d / name)
+
+
+def _profile(d: Path) -> Path:
+    """The emulated profile matching what the sample's treatment injected (its NCCL CTA cap)."""
+    metas = sorted(d.glob("treatment*.meta.json")) + sorted(d.glob("treatment/*.meta.json"))
+    for m in metas:
+        ctas = json.loads(m.read_text()).get("emulation", {}).get("max_ctas")
+        if ctas == "2":
+            return EMULATED_PROFILE.with_name("b200_emulated_ctas2.yaml")
+    return EMULATED_PROFILE
+
+
+def judge_sample(name: str) -> dict[str, Any]:
+    d = SAMPLES / name
+    truth = json.loads((d / "ground_truth.json").read_text())
+    base = api.load_trace(_side(d, "baseline"))
+    fixes = tuple(f for f, before, _ in FIXES if before == name)
+    pred = ablation(base, _profile(d), fixes)
+    st = truth["step_ns"]
+    mech = {}
+    for phase, m in PHASES.items():
+        if phase not in st or f"only_{m}" not in pred:
+            continue
+        imp = truth.get("impact_ns_per_step", {}).get(m, {})
+        ci = imp.get("ci95", [0, 0])
+        mech[m] = {
+            "pred": pred[f"only_{m}"] - pred["baseline"],
+            "truth": st[phase]["median"] - st["baseline"]["median"],
+            "ci": ci,
+            "judged": ci[0] > 0 or ci[1] < 0,
+        }
+    un = truth.get("step_ns_unprofiled")
+    unprof = None
+    if un and "baseline" in un and "treatment" in un:
+        # the CC-off step measured without a profiler takes the trace's profiler overhead out
+        pu = ablation(base, _profile(d), fixes, unprofiled_step_ns=un["baseline"]["median"])
+        umech = {}
+        for phase, m in PHASES.items():
+            if phase in un and f"only_{m}" in pu:
+                ci = truth.get("impact_ns_per_step_unprofiled", {}).get(m, {}).get("ci95", [0, 0])
+                umech[m] = {
+                    "pred": pu[f"only_{m}"] - pu["baseline"],
+                    "truth": un[phase]["median"] - un["baseline"]["median"],
+                    "ci": ci,
+                    "judged": ci[0] > 0 or ci[1] < 0,
+                }
+        unprof = {
+            "base_measured": un["baseline"]["median"],
+            "pred": pu["cc"],
+            "measured": un["treatment"]["median"],
+            "measured_ci": un["treatment"].get("ci95"),
+            "err": pu["cc"] / un["treatment"]["median"] - 1,
+            "mech": umech,
+            "fixes": {f: pu[f"fix_{f}"] for f in fixes},
+        }
+    return {
+        "unprof": unprof,
+        "name": name,
+        "workload": truth["workload"],
+        "base_measured": st["baseline"]["median"],
+        "base_trace": pred["baseline"],
+        "pred": pred["cc"],
+        "measured": st["treatment"]["median"],
+        "measured_ci": st["treatment"].get("ci95"),
+        "err": pred["cc"] / st["treatment"]["median"] - 1,
+        "mech": mech,
+        "fixes": {f: pred[f"fix_{f}"] for f in fixes},
+    }
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.0f}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.0f} %"
+
+
+def render(rows: list[dict[str, Any]], extra: list[str]) -> str:
+    by = {r["name"]: r for r in rows}
+    hit = sum(abs(r["err"]) <= STEP_TARGET for r in rows)
+    out = [
+        "## Emulated CC on an H200 (shipped samples, B200 profile)",
+        "",
+        "Generated by `scripts/validate_predict_emulated.py`. Each emulated CC step time (ccdiag's "
+        "LD_PRELOAD emulator injecting the B200 profile's constants, same process and profiler "
+        "session as the CC-off trace) is predicted from the CC-off trace alone. The truth was "
+        "measured on the device (`sample_traces/*/ground_truth.json`); the prediction never reads "
+        "it. Profiled steps: the CC-off trace and the truth carry the same torch.profiler "
+        "overhead. µs per step.",
+        "",
+        f"**Step time: {hit} of {len(rows)} within ±{int(STEP_TARGET * 100)} %.**",
+        "",
+        "| sample | CC off | predicted CC | measured CC (95 % CI) | error | within |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        ci = r["measured_ci"]
+        ci_s = f" ({_us(ci[0])} – {_us(ci[1])})" if ci else ""
+        ok = "yes" if abs(r["err"]) <= STEP_TARGET else "**no**"
+        out.append(
+            f"| `{r['name']}` | {_us(r['base_measured'])} | {_us(r['pred'])} | "
+            f"{_us(r['measured'])}{ci_s} | {_pct(r['err'])} | {ok} |"
+        )
+    judged = [(r["name"], m, v) for r in rows for m, v in r["mech"].items() if v["judged"]]
+    mhit = sum(abs(v["pred"] / v["truth"] - 1) <= MECH_TARGET for _, _, v in judged)
+    out += [
+        "",
+        f"**Per mechanism (one at a time, against the ablation truth): {mhit} of {len(judged)} "
+        f"judged within ±{int(MECH_TARGET * 100)} %** (judged where the truth's 95 % CI excludes "
+        "zero; the rest are within the run-to-run noise and shown for information).",
+        "",
+        "| sample | mechanism | predicted | truth (95 % CI) | error | within |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        for m, v in r["mech"].items():
+            if v["judged"]:
+                e = v["pred"] / v["truth"] - 1
+                err, ok = _pct(e), ("yes" if abs(e) <= MECH_TARGET else "**no**")
+            else:
+                err, ok = "-", "noise"
+            out.append(
+                f"| `{r['name']}` | {m} | {_us(v['pred'])} | {_us(v['truth'])} "
+                f"({_us(v['ci'][0])} – {_us(v['ci'][1])}) | {err} | {ok} |"
+            )
+    out += [
+        "",
+        "**Fixes applied for real** (recovery = CC step without the fix − CC step with it):",
+        "",
+        "| fix | applied in | predicted CC step with it | measured | predicted recovery | measured recovery | error | within |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for fx, before, after in FIXES:
+        if before not in by or after not in by:
+            continue
+        b, a = by[before], by[after]
+        p_step = b["fixes"][fx]
+        p_rec, m_rec = b["pred"] - p_step, b["measured"] - a["measured"]
+        e = p_rec / m_rec - 1 if m_rec else float("nan")
+        ok = "yes" if abs(e) <= FIX_TARGET else "**no**"
+        out.append(
+            f"| `{fx}` | `{before}` → `{after}` | {_us(p_step)} | {_us(a['measured'])} | "
+            f"{_us(p_rec)} | {_us(m_rec)} | {_pct(e)} | {ok} |"
+        )
+    out += _unprofiled(rows, by)
+    out += extra
+    return "\n".join(out) + "\n"
+
+
+def _unprofiled(rows: list[dict[str, Any]], by: dict[str, dict[str, Any]]) -> list[str]:
+    """The same comparisons against step times measured without any profiler."""
+    un = [r for r in rows if r["unprof"]]
+    if not un:
+        return []
+    hit = sum(abs(r["unprof"]["err"]) <= STEP_TARGET for r in un)
+    out = [
+        "",
+        "### Without a profiler",
+        "",
+        "The samples that also carry step times measured *without* a profiler (3 interleaved "
+        "rounds × 50 steps, same workload and emulation). A profiled trace carries the "
+        "profiler's host overhead (~30-40 µs per launch on the H200); the prediction takes it "
+        "out with the *CC-off* unprofiled step alone (`--unprofiled-step-ms`: launch calls "
+        "shrunk toward 2 µs, then host gaps, until the CC-off replay is within 3 % of it; a "
+        "GPU-bound step keeps its host gaps), then adds the CC costs.",
+        "",
+        f"**Step time: {hit} of {len(un)} within ±{int(STEP_TARGET * 100)} %.**",
+        "",
+        "| sample | CC off (unprofiled) | predicted CC | measured CC (95 % CI) | error | within |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for r in un:
+        u = r["unprof"]
+        ci = u["measured_ci"]
+        ci_s = f" ({_us(ci[0])} – {_us(ci[1])})" if ci else ""
+        ok = "yes" if abs(u["err"]) <= STEP_TARGET else "**no**"
+        out.append(
+            f"| `{r['name']}` | {_us(u['base_measured'])} | {_us(u['pred'])} | "
+            f"{_us(u['measured'])}{ci_s} | {_pct(u['err'])} | {ok} |"
+        )
+    out += [
+        "",
+        "| sample | mechanism | predicted | truth (95 % CI) | error | within |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in un:
+        for m, v in r["unprof"]["mech"].items():
+            if v["judged"]:
+                e = v["pred"] / v["truth"] - 1
+                err, ok = _pct(e), ("yes" if abs(e) <= MECH_TARGET else "**no**")
+            else:
+                err, ok = "-", "noise"
+            out.append(
+                f"| `{r['name']}` | {m} | {_us(v['pred'])} | {_us(v['truth'])} "
+                f"({_us(v['ci'][0])} – {_us(v['ci'][1])}) | {err} | {ok} |"
+            )
+    out += [
+        "",
+        "| fix | applied in | predicted CC step with it | measured | predicted recovery | measured recovery | error | within |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for fx, before, after in FIXES:
+        b, a = by.get(before), by.get(after)
+        if not b or not a or not b["unprof"] or not a["unprof"]:
+            continue
+        bu, au = b["unprof"], a["unprof"]
+        p_rec, m_rec = bu["pred"] - bu["fixes"][fx], bu["measured"] - au["measured"]
+        e = p_rec / m_rec - 1 if m_rec else float("nan")
+        ok = "yes" if abs(e) <= FIX_TARGET else "**no**"
+        out.append(
+            f"| `{fx}` | `{before}` → `{after}` | {_us(bu['fixes'][fx])} | {_us(au['measured'])} | "
+            f"{_us(p_rec)} | {_us(m_rec)} | {_pct(e)} | {ok} |"
+        )
+    return out
+
+
+#: Fixes applied for real on the device: the run with the fix -> the fix predicted on the run
+#: without it (``fix_of``).
+DEVICE_FIXES = {
+    "decode_graph": "cuda_graphs",
+    "kv_offload_batched": "batch_small_copies",
+    "kv_offload_resident": "resident_weights",
+    "serve_graph_drain": "drain_thread",
+}
+DEVICE_DOC = ROOT / "docs" / "validation_predict_device.md"
+
+
+def judge_device(data: Path, held_out: bool = False) -> dict[str, Any]:
+    """The capture helper's measurements (``validation/``): unprofiled step times, fixes applied
+    for real, and per-mechanism truth of the profiled pairs."""
+    root = data.parent
+    meas = json.loads((data / "measured_stepTimes.json").read_text())
+    runs = {k.removeprefix("time_"): r for k, r in meas["runs"].items()}
+    for r in runs.values():
+        if r.get("fix_of"):
+            r["fix_of"] = r["fix_of"].removeprefix("time_")
+    fixes_for: dict[str, list[str]] = {}
+    for rid, fx in DEVICE_FIXES.items():
+        if rid in runs and runs[rid].get("fix_of") in runs:
+            fixes_for.setdefault(runs[rid]["fix_of"], []).append(fx)
+    steps = {}
+    for rid, r in runs.items():
+        if not r.get("cc_off_trace"):
+            continue
+        base = api.load_trace(root / r["cc_off_trace"])
+        pu = ablation(
+            base,
+            EMULATED_PROFILE,
+            tuple(fixes_for.get(rid, [])),
+            unprofiled_step_ns=r["baseline_step_ns"]["median"],
+        )
+        umech = []
+        for phase, m in PHASES.items():
+            imp = r.get("impact_ns_per_step", {}).get(m)
+            if imp is None or f"only_{m}" not in pu:
+                continue
+            ci = imp.get("ci95", [0, 0])
+            umech.append(
+                {
+                    "pair": rid,
+                    "split": "unprofiled",
+                    "mechanism": m,
+                    "pred": pu[f"only_{m}"] - pu["baseline"],
+                    "truth": imp["value"],
+                    "ci": ci,
+                    "judged": ci[0] > 0 or ci[1] < 0,
+                }
+            )
+        steps[rid] = {
+            "umech": umech,
+            "label": r["label"],
+            "base": r["baseline_step_ns"]["median"],
+            "pred": pu["cc"],
+            "measured": r["treatment_step_ns"]["median"],
+            "ci": r["treatment_step_ns"].get("ci95"),
+            "err": pu["cc"] / r["treatment_step_ns"]["median"] - 1,
+            "fixes": {f: pu[f"fix_{f}"] for f in fixes_for.get(rid, [])},
+            "held_out": "HELD-OUT" in r["label"],
+        }
+    fixes = []
+    for rid, fx in DEVICE_FIXES.items():
+        r = runs.get(rid)
+        if not r or r.get("fix_of") not in steps:
+            continue
+        b = steps[r["fix_of"]]
+        rec = r["measured_recovery"]
+        p_rec = b["pred"] - b["fixes"][fx]
+        fixes.append(
+            {
+                "fix": fx,
+                "run": rid,
+                "of": r["fix_of"],
+                "pred_step": b["fixes"][fx],
+                "measured_step": rec["fixed_cc_step_ns"],
+                "pred_rec": p_rec,
+                "measured_rec": rec["recovered_ns_per_step"],
+                "err": p_rec / rec["recovered_ns_per_step"] - 1,
+            }
+        )
+    mechs = []
+    for gt in sorted(data.glob("*/ground_truth.json")):
+        truth = json.loads(gt.read_text())
+        if "impact_ns_per_step" not in truth or not (gt.parent / "baseline.json.gz").exists():
+            continue
+        if truth.get("split") == "HELD-OUT" and not held_out:
+            continue  # judged once, at the end (--held-out), never tuned on
+        base = api.load_trace(gt.parent / "baseline.json.gz")
+        pred = predict_trace(base, EMULATED_PROFILE, fixes=False)
+        per: dict[str, float] = {}
+        for m in pred.mechanisms:
+            per[m.mechanism] = per.get(m.mechanism, 0.0) + m.ns_per_step
+        for m, imp in truth["impact_ns_per_step"].items():
+            ci = imp.get("ci95", [0, 0])
+            mechs.append(
+                {
+                    "pair": gt.parent.name,
+                    "split": truth.get("split", "?"),
+                    "mechanism": m,
+                    "pred": per.get(m, 0.0),
+                    "truth": imp["value"],
+                    "ci": ci,
+                    "judged": ci[0] > 0 or ci[1] < 0,
+                }
+            )
+    return {
+        "steps": steps,
+        "fixes": fixes,
+        "umechs": [m for s in steps.values() for m in s["umech"]],
+        "mechs": mechs,
+    }
+
+
+def _mech_table(rows: list[dict[str, Any]], head: str) -> list[str]:
+    judged = [m for m in rows if m["judged"]]
+    hit = sum(abs(m["pred"] / m["truth"] - 1) <= MECH_TARGET for m in judged)
+    out = [
+        "",
+        head.format(hit=hit, n=len(judged), t=int(MECH_TARGET * 100)),
+        "",
+        "| run | mechanism | predicted | truth (95 % CI) | error | within |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for m in rows:
+        if m["judged"]:
+            e = m["pred"] / m["truth"] - 1
+            err, ok = _pct(e), ("yes" if abs(e) <= MECH_TARGET else "**no**")
+        else:
+            err, ok = "-", "noise"
+        out.append(
+            f"| `{m['pair']}` | {m['mechanism']} | {_us(m['pred'])} | {_us(m['truth'])} "
+            f"({_us(m['ci'][0])} – {_us(m['ci'][1])}) | {err} | {ok} |"
+        )
+    return out
+
+
+def render_device(d: dict[str, Any], held_out: bool = False) -> str:
+    steps, fixes, mechs = d["steps"], d["fixes"], d["mechs"]
+    hit = sum(abs(s["err"]) <= STEP_TARGET for s in steps.values())
+    out = [
+        "## Emulated CC measured without a profiler (the capture helper's `validation/`)",
+        "",
+        "Generated by `scripts/validate_predict_emulated.py --device validation`. Step times "
+        "measured without any profiler on one H200 (`validation/measured_stepTimes.json`: CC off "
+        "vs emulated B200 CC and each mechanism alone, interleaved in one process per workload). Each CC step is "
+        "predicted from the run's CC-off *trace* (profiled) with the `b200-emulated` profile, "
+        "the profiler's host overhead taken out with the measured *CC-off* unprofiled step "
+        "(`--unprofiled-step-ms`); the CC step measured is never read. µs per step.",
+        "",
+        f"**Step time: {hit} of {len(steps)} within ±{int(STEP_TARGET * 100)} %.**",
+        "",
+        "| run | CC off (unprofiled) | predicted CC | measured CC (95 % CI) | error | within |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for rid, s in steps.items():
+        ci = f" ({_us(s['ci'][0])} – {_us(s['ci'][1])})" if s["ci"] else ""
+        ok = "yes" if abs(s["err"]) <= STEP_TARGET else "**no**"
+        out.append(
+            f"| {s['label']} | {_us(s['base'])} | {_us(s['pred'])} | {_us(s['measured'])}{ci} | "
+            f"{_pct(s['err'])} | {ok} |"
+        )
+    fhit = sum(abs(f["err"]) <= FIX_TARGET for f in fixes)
+    out += [
+        "",
+        f"**Fixes applied for real: {fhit} of {len(fixes)} recoveries within "
+        f"±{int(FIX_TARGET * 100)} %** (predicted from the run *without* the fix; resident and "
+        "batched KV are alternatives, each judged alone):",
+        "",
+        "| fix | measured on | predicted CC step with it | measured | predicted recovery | measured recovery | error | within |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for f in fixes:
+        ok = "yes" if abs(f["err"]) <= FIX_TARGET else "**no**"
+        out.append(
+            f"| `{f['fix']}` | `{f['of']}` → `{f['run']}` | {_us(f['pred_step'])} | "
+            f"{_us(f['measured_step'])} | {_us(f['pred_rec'])} | {_us(f['measured_rec'])} | "
+            f"{_pct(f['err'])} | {ok} |"
+        )
+    out += _mech_table(
+        d["umechs"],
+        "**Per mechanism, unprofiled (each mechanism alone against its ablation truth, "
+        "`only_X − baseline` measured without a profiler): {hit} of {n} judged within ±{t} %** "
+        "(judged where the truth's 95 % CI excludes zero).",
+    )
+    judged = [m for m in mechs if m["judged"]]
+    mhit = sum(abs(m["pred"] / m["truth"] - 1) <= MECH_TARGET for m in judged)
+    out += [
+        "",
+        f"**Per mechanism (profiled pairs, predicted partition against the ablation / Shapley "
+        f"truth): {mhit} of {len(judged)} judged within ±{int(MECH_TARGET * 100)} %** (judged "
+        "where the truth's 95 % CI excludes zero). "
+        + (
+            "HELD-OUT pairs (validation/SPLIT.md) were judged once, untuned."
+            if held_out
+            else "HELD-OUT pairs (validation/SPLIT.md) are not judged in this run."
+        ),
+        "",
+        "| pair | split | mechanism | predicted | truth (95 % CI) | error | within |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    for m in mechs:
+        if m["judged"]:
+            e = m["pred"] / m["truth"] - 1
+            err, ok = _pct(e), ("yes" if abs(e) <= MECH_TARGET else "**no**")
+        else:
+            err, ok = "-", "noise"
+        out.append(
+            f"| `{m['pair']}` | {m['split']} | {m['mechanism']} | {_us(m['pred'])} | "
+            f"{_us(m['truth'])} ({_us(m['ci'][0])} – {_us(m['ci'][1])}) | {err} | {ok} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--check", action="store_true", help="fail when the doc is stale")
+    ap.add_argument(
+        "--held-out", action="store_true", help="with --device: judge the HELD-OUT pairs too"
+    )
+    ap.add_argument(
+        "--device",
+        type=Path,
+        default=None,
+        help="the capture helper's validation/ folder: write docs/validation_predict_device.md",
+    )
+    args = ap.parse_args()
+    if args.device is not None:
+        doc, text = (
+            DEVICE_DOC,
+            render_device(judge_device(args.device, args.held_out), args.held_out),
+        )
+    else:
+        names = sorted(
+            p.parent.name for p in SAMPLES.glob("*/ground_truth.json") if p.parent.name not in SKIP
+        )
+        doc, text = DOC, render([judge_sample(n) for n in names], [])
+    if args.check:
+        stale = not doc.exists() or doc.read_text(encoding="utf-8") != text
+        print(f"stale: {doc.name}" if stale else "fresh")
+        return 1 if stale else 0
+    doc.write_text(text, encoding="utf-8")
+    print(f"wrote {doc.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""`ccdiag predict`: the CC cost of a CC-off trace, from the shared replay model (issue 13)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from ccdiag import api
+from ccdiag.predict import Prediction, predict_trace
+from ccdiag.replay import Injection, RowCosts, replay
+from ccdiag.schema import Trace
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "sample_traces"
+ISPASS = REPO / "tests" / "data" / "shared" / "external" / "hcc-ispass25" / "example_csv"
+
+
+@cache
+def trace(rel: str) -> Trace:
+    return api.load_trace(REPO / rel)
+
+
+@cache
+def eager(platform: str = "b200") -> Prediction:
+    return api.predict(trace("sample_traces/decode_eager/baseline.json.gz"), platform)
+
+
+def _ccdiag(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ccdiag.cli", *args], capture_output=True, text=True, cwd=REPO
+    )
+
+
+def test_row_costs_of_zero_replay_the_trace_exactly() -> None:
+    # arrange: a real kv-offload trace (copies queued on their own stream behind each other)
+    t = trace("sample_traces/kv_offload/baseline.json.gz")
+    zero = RowCosts(call_ns=np.zeros(t.events.height, dtype=np.int64), queue_aware=True)
+    # act
+    out = replay(t, Injection(), costs=zero)
+    # assert
+    assert (out.events["start_ns"] == t.events["start_ns"]).all()
+    assert (out.steps["dur_ns"] == t.steps["dur_ns"]).all()
+
+
+def test_the_partition_adds_up_to_the_predicted_slowdown() -> None:
+    p = eager()
+    total = sum(m.ns_per_step for m in p.mechanisms)
+    assert abs(total - (p.predicted_step_ns.median - p.baseline_step_ns)) <= len(p.mechanisms)
+    assert p.predicted_step_ns.low <= p.predicted_step_ns.median <= p.predicted_step_ns.high
+
+
+def test_eager_decode_pays_launch_tolls_by_path_and_graphs_recover_them() -> None:
+    p = eager()
+    paths = {m.path: m for m in p.mechanisms if m.mechanism == "launch_toll"}
+    # 185 kernel launches + 1 memset per step: the application's own and cuBLAS's (library)
+    assert paths["runtime"].count_per_step + paths["library"].count_per_step == 186
+    assert paths["library"].count_per_step == 53
+    assert paths["runtime"].ns_per_step > paths["library"].ns_per_step > 0
+    fixes = {f.fix: f for f in p.fixes}
+    assert fixes["cuda_graphs"].predicted_step_ns < p.baseline_step_ns
+    assert "launch" in fixes["cuda_graphs"].text
+    assert [f.predicted_step_ns for f in p.fixes] == sorted(f.predicted_step_ns for f in p.fixes)
+
+
+def test_b200_costs_more_than_h100_for_a_launch_bound_decode() -> None:
+    assert eager("b200").predicted_step_ns.median > eager("h100").predicted_step_ns.median
+
+
+def test_bulk_copies_get_alternative_fixes_marked_never_summed() -> None:
+    p = api.predict(trace("sample_traces/kv_offload/baseline.json.gz"), "b200")
+    fixes = {f.fix: f for f in p.fixes}
+    assert fixes["resident_weights"].alternative_to == ["context_pool", "batch_small_copies"]
+    assert fixes["context_pool"].alternative_to == ["resident_weights"]
+    copies = next(m for m in p.mechanisms if m.mechanism == "serialized_copies")
+    assert copies.count_per_step == 16
+
+
+def test_a_whole_program_trace_separates_context_creation() -> None:
+    p = predict_trace(api.load_trace(ISPASS / "FDTD-2D-nor-nor"), "h100", fixes=False)
+    assert p.one_time_in_steps
+    setup = next(m for m in p.mechanisms if m.mechanism == "one_time_setup")
+    assert setup.ns_per_step == pytest.approx(1e9, rel=0.01)
+    assert p.predicted_step_ns.median - p.steady_step_ns.median == pytest.approx(1e9, rel=0.01)
+
+
+def test_a_cc_on_trace_gets_a_warning() -> None:
+    # real H100 CC run: pinned copies relabelled device-to-device with managed host memory
+    real_cc = predict_trace(api.load_trace(ISPASS / "GRAMSCHM-cc-nor"), "h100", fixes=False)
+    emulated = api.predict(trace("sample_traces/decode_graph/treatment.json.gz"), "b200")
+    off = predict_trace(api.load_trace(ISPASS / "GRAMSCHM-nor-nor"), "h100", fixes=False)
+    assert any("looks like a CC-on trace" in w for w in real_cc.warnings)
+    assert any("emulated CC" in w for w in emulated.warnings)
+    assert not off.warnings
+    assert not any("CC" in w for w in eager().warnings)  # a baseline captured under the shim, off
+
+
+def test_nsys_sqlite_and_rank_folders_are_predicted_too() -> None:
+    nsys = api.predict(REPO / "sample_traces/decode_eager_nsys/baseline.sqlite", "b300")
+    ranks = api.predict(REPO / "sample_traces/tp2_decode/baseline", "b200")
+    assert nsys.format == "nsys_sqlite" and nsys.predicted_step_ns.median > nsys.baseline_step_ns
+    assert any(m.mechanism == "encrypted_collectives" for m in ranks.mechanisms)
+
+
+def test_cli_json_matches_the_published_schema_and_text_says_the_sentence() -> None:
+    # act
+    js = _ccdiag("predict", "sample_traces/decode_graph/baseline.json.gz", "--json", "-")
+    text = _ccdiag("predict", "sample_traces/decode_graph/baseline.json.gz", "--platform", "b300")
+    # assert
+    assert js.returncode == 0, js.stderr
+    data = json.loads(js.stdout)
+    schema = json.loads((REPO / "docs" / "schema" / "predict-v1.json").read_text())
+    jsonschema.validate(data, schema)
+    assert data["platform"] == "b200"
+    assert {"median", "low", "high"} <= set(data["predicted_step_ns"])
+    assert all({"mechanism", "ns_per_step"} <= set(m) for m in data["mechanisms"])
+    assert text.returncode == 0
+    assert "Under CC on B300 this step takes" in text.stdout
+
+
+def test_published_predict_schema_is_fresh_and_schema_predict_prints_it() -> None:
+    check = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_predict_schema.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    out = _ccdiag("schema", "--predict")
+    assert check.returncode == 0, check.stdout
+    assert json.loads(out.stdout) == json.loads(
+        (REPO / "docs" / "schema" / "predict-v1.json").read_text()
+    )
+
+
+def test_report_of_one_cc_off_trace_has_the_prediction_section() -> None:
+    res = _ccdiag(
+        "report", "sample_traces/decode_graph/baseline.json.gz", "--platform", "h100", "--md", "-"
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("## What CC will cost: H100")
+    assert "| fix | CC step with it |" in res.stdout or "no fix" not in res.stdout
+
+
+def test_bad_trace_is_exit_2_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "empty.json"
+    bad.write_text("")
+    res = _ccdiag("predict", str(bad))
+    assert res.returncode == 2
+    assert res.stderr.startswith("ccdiag: error: empty.json") and "Traceback" not in res.stderr
+
+
+def test_the_unprofiled_cc_off_step_takes_the_profilers_overhead_out() -> None:
+    # arrange: decode_eager was also timed without a profiler: 3.28 ms CC off, 4.74 ms emulated CC
+    truth = json.loads((SAMPLES / "decode_eager" / "ground_truth.json").read_text())
+    off = truth["step_ns_unprofiled"]["baseline"]["median"]
+    # act
+    p = predict_trace(
+        trace("sample_traces/decode_eager/baseline.json.gz"),
+        REPO / "scripts" / "platforms" / "b200_emulated.yaml",
+        fixes=False,
+        unprofiled_step_ns=off,
+    )
+    # assert: the CC-off replay matches the unprofiled step, and CC is added on top of that
+    assert p.baseline_step_ns == pytest.approx(off, rel=0.03)  # calibration stops within 3 %
+    assert any("profiler overhead taken out" in w for w in p.warnings)
+    measured = truth["step_ns_unprofiled"]["treatment"]["median"]
+    assert p.predicted_step_ns.median == pytest.approx(measured, rel=0.15)
+
+
+def test_unprofiled_step_must_be_positive() -> None:
+    res = _ccdiag(
+        "predict", "sample_traces/decode_graph/baseline.json.gz", "--unprofiled-step-ms", "-1"
+    )
+    assert res.returncode == 2 and "--unprofiled-step-ms must be a positive" in res.stderr
+
+
+def test_blocking_queued_copies_do_not_keep_their_queue_wait_as_latency() -> None:
+    # regression (real kv_offload trace): 16 copies of 1 MiB queued on one stream with a few µs
+    # between them; made blocking, the replay kept each copy's whole wait behind the previous
+    # ones as "latency" and predicted +2.2 ms/step (measured by ablation: +120 µs)
+    t = trace("sample_traces/kv_offload/baseline.json.gz")
+    base = float(t.steps["dur_ns"].median())
+    aware = replay(t, Injection(copies_blocking=True), costs=RowCosts(queue_aware=True))
+    added = float(aware.steps["dur_ns"].median()) - base
+    assert 0 < added < 300_000

@@ -1,0 +1,595 @@
+"""Assemble validation/ from the raw device output of scripts/device/run_v3_*.sh.
+
+    python validation/make_pairs.py --raw RAW_DIR [--raw RAW_DIR ...] --out validation
+
+RAW_DIR holds one folder per ``ccdiag.emulate.pairs`` run (``ground_truth.json``, one
+``<phase>.json.gz`` + ``<phase>.meta.json`` per shipped phase, ``timing_*.json``). This script:
+
+- cuts each single-session run into the pairs of ``validation/SPLIT.md``: a pair is the baseline
+  phase and one treatment phase (all mechanisms, one mechanism, or a subset) of the same profiler
+  session; its ``ground_truth.json`` is the session's, re-computed for that treatment's mechanisms
+  (delta, only-X impacts, Shapley values over the treatment's mechanisms from the subset phases);
+- writes the nsys pair (SQLite exports of the baseline and treatment capture ranges);
+- writes the synthetic "inside the call" pairs (``ccdiag.synthetic``: a real baseline replayed
+  with the toll inside each launch call, blocking copies and longer GPU copies), truth by ablation
+  through the same replay model;
+- writes ``repeated_runs/`` and ``measured_stepTimes.json``.
+
+No analysis of ccdiag is run here: truths come only from the device's step times (or, for the
+synthetic pairs, from the replay ablation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import itertools
+import json
+import math
+import random
+import re
+import shutil
+import sqlite3
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ccdiag.emulate.pairs import MECH_IDS, diff_spread, spread  # noqa: E402
+
+INV = {v: k for k, v in MECH_IDS.items()}
+
+#: pair name -> (raw run folder, treatment phase, split)
+PAIRS: dict[str, tuple[str, str, str]] = {
+    "hf_generate_llama": ("hf_generate_llama", "treatment", "TUNE"),
+    "tv_train_launch": ("tv_train", "only_launch", "TUNE"),
+    "tv_train_copies": ("tv_train", "on_copy_pad+copy_sync", "TUNE"),
+    "tv_train_both": ("tv_train", "treatment", "TUNE"),
+    "tv_train_nostep": ("tv_train_nostep", "treatment", "TUNE"),
+    "tv_train_gpu": ("tv_train_gpu", "treatment", "TUNE"),
+    "serve_graph_async": ("serve_graph_async", "treatment", "TUNE"),
+    "serve_graph_async_copies": ("serve_graph_async", "on_copy_pad+copy_sync", "TUNE"),
+    "serve_graph_sync": ("serve_graph_sync", "treatment", "TUNE"),
+    "serve_graph_drain": ("serve_graph_drain", "treatment", "TUNE"),
+    "serve_eager_async": ("serve_eager_async", "treatment", "TUNE"),
+    "kv_offload_gpu": ("kv_offload_gpu", "treatment", "TUNE"),
+    "hf_generate_llama_after": ("hf_generate_llama_after", "treatment", "HELD-OUT"),
+    "tv_train_after": ("tv_train_after", "treatment", "HELD-OUT"),
+    "serve_graph_async_after": ("serve_graph_async_after", "treatment", "HELD-OUT"),
+    "hf_bert_train_launch": ("hf_bert_train", "only_launch", "HELD-OUT"),
+    "hf_bert_train_copies": ("hf_bert_train", "on_copy_pad+copy_sync", "HELD-OUT"),
+    "hf_bert_train_both": ("hf_bert_train", "treatment", "HELD-OUT"),
+    "hf_bert_train_nostep": ("hf_bert_train_nostep", "treatment", "HELD-OUT"),
+    # added 10:36 UTC, before analysis (SPLIT.md addendum): steady-state re-captures
+    "tv_train_settled_launch": ("tv_train_settled", "only_launch", "TUNE"),
+    "tv_train_settled_copies": ("tv_train_settled", "on_copy_pad+copy_sync", "TUNE"),
+    "tv_train_settled_both": ("tv_train_settled", "treatment", "TUNE"),
+    "tv_train_settled_after": ("tv_train_settled_after", "treatment", "HELD-OUT"),
+}
+
+#: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.
+B200 = {"launch_toll_ns": 12_250, "copy_toll_ns": 35_000, "copy_gbps": 9.6}
+
+SYNTH = {
+    # name: (source pair, Injection fields)
+    "hf_generate_llama_inside_synth": (
+        "hf_generate_llama",
+        {"launch_toll_ns": B200["launch_toll_ns"], "launch_toll_in_gap": False},
+    ),
+    "tv_train_inside_synth": (
+        "tv_train_both",
+        {
+            "launch_toll_ns": B200["launch_toll_ns"],
+            "launch_toll_in_gap": False,
+            "copies_blocking": True,
+            "copy_toll_ns": B200["copy_toll_ns"],
+            "copy_gbps": B200["copy_gbps"],
+            "copy_pad_on_host": False,
+        },
+    ),
+}
+
+
+def shapley_over(
+    times: dict[str, list[int]], by_set: dict[frozenset, str], mechs: list[str], seed: int = 0
+) -> dict[str, dict[str, Any]]:
+    """Shapley values (median step of each subset's phase) with a bootstrap 95 % CI."""
+    k = len(mechs)
+
+    def values(med: dict[frozenset, float]) -> dict[str, float]:
+        out = {}
+        for m in mechs:
+            others = [x for x in mechs if x != m]
+            acc = 0.0
+            for r in range(k):
+                w = math.factorial(r) * math.factorial(k - r - 1) / math.factorial(k)
+                for sub in itertools.combinations(others, r):
+                    acc += w * (med[frozenset(sub) | {m}] - med[frozenset(sub)])
+            out[m] = acc
+        return out
+
+    need = [frozenset(c) for r in range(k + 1) for c in itertools.combinations(mechs, r)]
+    point = values({s: statistics.median(times[by_set[s]]) for s in need})
+    rng = random.Random(seed)
+    boots: dict[str, list[float]] = {m: [] for m in mechs}
+    for _ in range(1000):
+        bm = {
+            s: statistics.median(rng.choices(times[by_set[s]], k=len(times[by_set[s]])))
+            for s in need
+        }
+        for m, v in values(bm).items():
+            boots[m].append(v)
+    return {
+        MECH_IDS[m]: {
+            "value": int(point[m]),
+            "ci95": [int(sorted(b)[25]), int(sorted(b)[974])],
+        }
+        for m, b in boots.items()
+    }
+
+
+def pair_truth(raw: dict[str, Any], phase: str, name: str, split: str) -> dict[str, Any]:
+    """The session's truth re-computed for one treatment phase."""
+    phases = raw["phases"]
+    times = {p: v["step_ns"] for p, v in phases.items()}
+    on = [INV[m] for m in phases[phase]["mechanisms"]]
+    by_set = {frozenset(INV[m] for m in v["mechanisms"]): p for p, v in phases.items()}
+    base = times["baseline"]
+    impact = {}
+    for m in on:
+        single = by_set.get(frozenset({m}))
+        if single is not None:
+            impact[MECH_IDS[m]] = diff_spread(base, times[single])
+    truth: dict[str, Any] = {
+        "pair": name,
+        "split": split,
+        "workload": raw["workload"],
+        "platform": raw["platform"],
+        "mechanisms": [MECH_IDS[m] for m in on],
+        "treatment_phase": phase,
+        "placement": raw.get("placement"),
+        "emulator_layer": raw.get("emulator_layer"),
+        "profiler": "torch.profiler (Kineto), one session for every phase",
+        "session": raw.get("session"),
+        "rounds": raw.get("rounds"),
+        "profiled_steps_per_phase": len(base),
+        "step_ns": {"baseline": spread(base), "treatment": spread(times[phase])},
+        "delta_ns_per_step": diff_spread(base, times[phase]),
+        "impact_ns_per_step": impact,
+        "injected_ns_per_step": phases[phase]["injected_ns_per_step"],
+        "shim_per_step_median": phases[phase]["shim_per_step_median"],
+        "shim_calls": raw.get("shim_calls"),
+    }
+    if len(on) > 1 and all(
+        frozenset(c) in by_set for r in range(len(on) + 1) for c in itertools.combinations(on, r)
+    ):
+        truth["shapley_ns_per_step"] = shapley_over(times, by_set, on)
+    truth["session_phases"] = {
+        p: {"mechanisms": v["mechanisms"], "step_ns": spread(v["step_ns"])}
+        for p, v in phases.items()
+    }
+    return truth
+
+
+def copy_trace(src: Path, dst: Path, label: str) -> None:
+    """Copy a trace and its meta, renaming the phase to baseline / treatment."""
+    shutil.copyfile(src, dst / f"{label}.json.gz")
+    meta = src.with_name(src.name.replace(".json.gz", ".meta.json"))
+    if meta.exists():
+        m = json.loads(meta.read_text())
+        m["phase"] = m.get("label")
+        m["label"], m["trace"] = label, f"{label}.json.gz"
+        (dst / f"{label}.meta.json").write_text(json.dumps(m, indent=2) + "\n")
+
+
+def find(raws: list[Path], name: str) -> Path | None:
+    for r in raws:
+        if (r / name).is_dir():
+            return r / name
+    return None
+
+
+def emulated_pairs(raws: list[Path], out: Path) -> list[str]:
+    made = []
+    for name, (run, phase, split) in PAIRS.items():
+        src = find(raws, run)
+        if src is None or not (src / "ground_truth.json").exists():
+            print(f"missing: {name} (run {run})")
+            continue
+        raw = json.loads((src / "ground_truth.json").read_text())
+        d = out / name
+        d.mkdir(parents=True, exist_ok=True)
+        copy_trace(src / "baseline.json.gz", d, "baseline")
+        copy_trace(src / f"{phase}.json.gz", d, "treatment")
+        (d / "ground_truth.json").write_text(
+            json.dumps(pair_truth(raw, phase, name, split), indent=1) + "\n"
+        )
+        made.append(name)
+    return made
+
+
+def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys") -> str | None:
+    src = find(raws, name)
+    if src is None:
+        return None
+    reps = sorted((src / "rep").glob("pair.*.sqlite"), key=lambda p: int(p.name.split(".")[1]))
+    timing = json.loads((src / "timing_nsys.json").read_text())
+    if len(reps) != 3:
+        print(f"{name}: expected 3 capture ranges (warm-up, baseline, treatment), got {len(reps)}")
+        return None
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from scrub_nsys_sqlite import scrub  # environment rows deleted, paths and names scrubbed
+
+    scrub(reps[1], d / "baseline.sqlite")
+    scrub(reps[2], d / "treatment.sqlite")
+    kineto = json.loads((out / "hf_generate_llama" / "ground_truth.json").read_text())
+    truth = {
+        "pair": name,
+        "split": "TUNE",
+        "workload": timing["workload"],
+        "platform": timing["platform"],
+        "mechanisms": timing["mechanisms"],
+        "placement": timing.get("placement"),
+        "profiler": "Nsight Systems 2025.3.1 (nsys profile -t cuda,nvtx -s none --cpuctxsw=none "
+        "--capture-range=cudaProfilerApi --capture-range-end=repeat), exported to SQLite and "
+        "scrubbed (scripts/scrub_nsys_sqlite.py: environment rows deleted, paths scrubbed)",
+        "capture_ranges": "one process: a discarded warm-up range, then baseline, then treatment "
+        "(one range each, 8 steps, NVTX range ccdiag_step per step)",
+        "session": "per-phase (one nsys capture range per phase, not interleaved)",
+        "step_ns": timing["step_ns"],
+        "delta_ns_per_step": timing["delta_ns_per_step"],
+        "impact_ns_per_step": timing["impact_ns_per_step"],
+        "injected_ns_per_step": timing["injected_ns_per_step"],
+        "shim_calls": timing["shim_calls"],
+        "reference_truth": {
+            "kineto_single_session_ablation": kineto["impact_ns_per_step"],
+            "why": "the same workload and injection under torch.profiler, single-session "
+            "protocol (hf_generate_llama); under nsys only one range per phase was captured, "
+            "and per-range host overhead under nsys is known to be bimodal on this machine "
+            "(sample_traces/README.md), so the in-range delta may hold range-to-range noise",
+        },
+    }
+    (d / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return name
+
+
+def synthetic_pairs(out: Path) -> list[str]:
+    import numpy as np
+
+    from ccdiag import api
+    from ccdiag.replay import Injection, synthesize
+    from ccdiag.synthetic import ground_truth, mechanisms, write_kineto
+
+    made = []
+    for name, (source, fields) in SYNTH.items():
+        src = out / source / "baseline.json.gz"
+        if not src.exists():
+            print(f"missing source for {name}: {src}")
+            continue
+        base = api.load_trace(src)
+        inj = Injection(**fields)
+        d = out / name
+        d.mkdir(parents=True, exist_ok=True)
+        write_kineto(synthesize(base, Injection()), d / "baseline.json.gz")
+        write_kineto(synthesize(base, inj), d / "treatment.json.gz")
+        gt = ground_truth(base, inj)
+        rng = np.random.default_rng(0)
+
+        def mean_ci(v: list[float]) -> dict[str, Any]:
+            a = np.asarray(v, dtype=float)
+            boots = [rng.choice(a, a.size).mean() for _ in range(1000)]
+            return {"value": int(a.mean()), "ci95": [int(np.percentile(boots, 2.5)),
+                                                      int(np.percentile(boots, 97.5))]}  # fmt: skip
+
+        mechs = mechanisms(inj)
+        truth = {
+            "pair": name,
+            "split": "TUNE",
+            "synthetic": True,
+            "source_baseline": f"validation/{source}/baseline.json.gz (real H200 CC-off trace)",
+            "injection": dataclasses.asdict(inj),
+            "placement": {
+                "launch_toll": "inside the launch call (synthetic replay)",
+                "copies": "blocking host copies, GPU copy lengthened to toll + bytes/bandwidth"
+                if inj.copy_toll_ns
+                else None,
+            },
+            "profiler": "none: written by ccdiag.synthetic.write_kineto from a replayed Kineto trace",
+            "mechanisms": mechs,
+            "delta_ns_per_step": mean_ci(gt["delta_per_step"]),
+            "impact_ns_per_step": {
+                m: {"value": int(v), "ci95": [int(v), int(v)]}
+                for m, v in gt["impact_ns_per_step"].items()
+            },
+            "shapley_ns_per_step": {m: mean_ci(v) for m, v in gt["shapley_per_step"].items()},
+            "truth_method": "ablation through the replay model (ccdiag.synthetic.ground_truth): "
+            "per step, every subset of the mechanisms replayed; means over steps",
+            "per_step": {"delta": gt["delta_per_step"], "shapley": gt["shapley_per_step"]},
+        }
+        (d / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+        made.append(name)
+    return made
+
+
+#: Profiled steps kept per repeated-run trace (of 20), to keep the folder small.
+REPEAT_STEPS = 12
+
+
+def repeated_runs(raws: list[Path], out: Path, workload: str = "decode_eager") -> int:
+    d = out / "repeated_runs" / workload
+    n = 0
+    runs = {}
+    for k in (1, 2, 3, 4, 5):
+        src = find(raws, f"rep_{workload}_run{k}")
+        if src is None:
+            continue
+        d.mkdir(parents=True, exist_ok=True)
+        from ccdiag.emulate.split import _load, split_trace, step_windows
+
+        for side in ("baseline", "treatment"):
+            steps = sorted(step_windows(_load(src / f"{side}.json.gz")))[:REPEAT_STEPS]
+            split_trace(src / f"{side}.json.gz", {f"{side}_run{k}": steps}, d)
+            meta = json.loads((src / f"{side}.meta.json").read_text())
+            meta.pop("emulator_counters", None)
+            meta["run"] = k
+            meta["shipped_steps"] = (
+                f"the first {len(steps)} of {meta.get('profiled_steps')} profiled steps"
+            )
+            (d / f"{side}_run{k}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        gt = json.loads((src / "ground_truth.json").read_text())
+        runs[f"run{k}"] = {
+            "step_ns": gt["step_ns"],
+            "delta_ns_per_step": gt["delta_ns_per_step"],
+            "injected_ns_per_step": gt["injected_ns_per_step"],
+        }
+        n += 1
+    if n:
+        first = json.loads((find(raws, f"rep_{workload}_run1") / "ground_truth.json").read_text())
+        (d / "runs.json").write_text(
+            json.dumps(
+                {
+                    "workload": first["workload"],
+                    "platform": first["platform"]["name"],
+                    "mechanisms": first["mechanisms"],
+                    "protocol": "one process per run; in each, a discarded warm-up profiler "
+                    "session, then a baseline session (5 warm-up + 20 profiled steps, the first 12 shipped) and a treatment "
+                    "session (emulated CC) — separate torch.profiler sessions; the runs are "
+                    "separate processes one after the other on the same H200",
+                    "runs": runs,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+    return n
+
+
+#: workload id -> (label, CC-off trace the prediction starts from, id of the unfixed workload)
+TIMING = {
+    "decode_eager": (
+        "decode eager (ccdiag's TinyDecoder)",
+        "repeated_runs/decode_eager/baseline_run1.json.gz",
+        None,
+    ),
+    "decode_graph": (
+        "decode CUDA graph (fix: graph capture of the eager decode)",
+        "../sample_traces/decode_graph/baseline.json.gz",
+        "decode_eager",
+    ),
+    "kv_offload": (
+        "KV offload (8 x 1 MiB blocks each way per step)",
+        "kv_offload_gpu/baseline.json.gz",
+        None,
+    ),
+    "kv_offload_batched": (
+        "KV offload, one 8 MiB block each way (fix: bigger copy batch)",
+        None,
+        "kv_offload",
+    ),
+    "kv_offload_resident": (
+        "KV resident on the GPU, no offload copies (fix: resident buffer; alternative to batching)",
+        None,
+        "kv_offload",
+    ),
+    "serve_graph_async": (
+        "serving loop, CUDA graph, async readback",
+        "serve_graph_async/baseline.json.gz",
+        None,
+    ),
+    "serve_graph_drain": (
+        "serving loop, CUDA graph, drain-worker readback (fix: drain thread)",
+        "serve_graph_drain/baseline.json.gz",
+        "serve_graph_async",
+    ),
+    "serve_graph_sync": (
+        "serving loop, CUDA graph, synchronous readback (alternative fix: no async scheduling)",
+        "serve_graph_sync/baseline.json.gz",
+        "serve_graph_async",
+    ),
+    "serve_eager_async": (
+        "serving loop, eager, async readback",
+        "serve_eager_async/baseline.json.gz",
+        None,
+    ),
+    "hf_generate": ("HF generate() Llama, eager", "hf_generate_llama/baseline.json.gz", None),
+    "tv_train": (
+        "torchvision ResNet-18 training, pinned DataLoader (10 untimed settle steps per block)",
+        "tv_train_settled_both/baseline.json.gz",
+        None,
+    ),
+    "hf_bert_train": (
+        "HF BERT fine-tuning, pinned DataLoader (HELD-OUT family)",
+        "hf_bert_train_both/baseline.json.gz",
+        None,
+    ),
+}
+
+
+def _timing(raws: list[Path], run: str) -> dict[str, Any] | None:
+    for r in reversed(raws):  # the last raw folder given wins (a re-timed workload)
+        if (r / run / "timing_none.json").exists():
+            return json.loads((r / run / "timing_none.json").read_text())
+    return None
+
+
+def _block_means(t: dict[str, Any], phase: str, block: int) -> list[int]:
+    v = t["phases"][phase]["step_ns"]
+    return [int(statistics.mean(v[i : i + block])) for i in range(0, len(v), block)]
+
+
+def measured(raws: list[Path], out: Path) -> None:
+    rows = {}
+    for wid, (label, trace, fix_of) in TIMING.items():
+        t = _timing(raws, f"it_{wid}_settled") or _timing(raws, f"it_{wid}")
+        if t is None:
+            print(f"missing timing it_{wid}")
+            continue
+        row: dict[str, Any] = {
+            "label": label,
+            "workload": t["workload"],
+            "mechanisms": t["mechanisms"],
+            "baseline_step_ns": t["step_ns"]["baseline"],
+            "treatment_step_ns": t["step_ns"]["treatment"],
+            "delta_ns_per_step": t["delta_ns_per_step"],
+            "impact_ns_per_step": t["impact_ns_per_step"],
+            "injected_ns_per_step": t["injected_ns_per_step"],
+            "shim_per_step_median": t["phases"]["treatment"]["shim_per_step_median"],
+            "step_ns_median_per_block": t["step_ns_median_per_block"],
+            "step_ns_mean_per_block": {ph: _block_means(t, ph, 10) for ph in t["phases"]},
+            "cc_off_trace": (f"validation/{trace}" if not trace.startswith("..") else trace[3:])
+            if trace
+            else None,
+        }
+        if fix_of:
+            row["fix_of"] = fix_of
+        if _timing(raws, f"it_{wid}_settled") is not None:
+            row["settle_steps_per_block"] = 10
+            unsettled = _timing(raws, f"it_{wid}")
+            if unsettled is not None:
+                row["without_settle_steps"] = {
+                    "step_ns": {k: v.get("median") for k, v in unsettled["step_ns"].items()},
+                    "impact_ns_per_step": unsettled["impact_ns_per_step"],
+                    "step_ns_median_per_block": unsettled["step_ns_median_per_block"],
+                }
+        older = {}
+        for prefix, what in (("time_", "baseline_treatment"), ("abl_", "with_only_x")):
+            o = _timing(raws, f"{prefix}{wid}")
+            if o is not None and o["workload"] == t["workload"]:
+                older[what] = {
+                    "step_ns": {k: v.get("median") for k, v in o["step_ns"].items()},
+                    "median_per_round": o["step_ns_median_per_round"],
+                    "impact_ns_per_step": o["impact_ns_per_step"],
+                }
+        if older:
+            row["per_phase_protocol"] = older
+        rows[wid] = row
+    for row in rows.values():
+        base_id = row.get("fix_of")
+        if base_id and base_id in rows:
+            unfixed = rows[base_id]["treatment_step_ns"]["median"]
+            fixed = row["treatment_step_ns"]["median"]
+            base = rows[base_id]["baseline_step_ns"]["median"]
+            row["measured_recovery"] = {
+                "unfixed_cc_step_ns": unfixed,
+                "fixed_cc_step_ns": fixed,
+                "unfixed_cc_off_step_ns": base,
+                "recovered_ns_per_step": unfixed - fixed,
+                "share_of_unfixed_cc_delta": round((unfixed - fixed) / (unfixed - base), 4)
+                if unfixed != base
+                else None,
+            }
+    doc = {
+        "what": "step times measured WITHOUT any profiler on one H200, CC off (baseline) vs "
+        "emulated CC (treatment) and each mechanism alone, in one process per workload, for "
+        "issue 13 (predict)",
+        "platform_emulated": "b200 (ccdiag/emulate/platforms.py: launch toll 12.25 us, graph "
+        "launch 89 us, copies 35 us + bytes / 9.6 GB/s, the H200's native copy cost "
+        "(7 us + bytes / 54 GB/s) subtracted from the padding)",
+        "mechanisms_injected": "launch (toll in the host gap just before each interposed "
+        "runtime launch; launches that cuBLAS/cuDNN issue through their own statically linked "
+        "runtime are not reached: see shim_per_step_median.launches for what was tolled), "
+        "copy_pad (host<->device copies serialized and padded on the host), copy_sync (async "
+        "host copies wait for their stream)",
+        "protocol": "python -m ccdiag.emulate.pairs W --backend none --session single --rounds 4 "
+        "--block-steps 10 --warmup 5 --mechanisms launch,copy (scripts/device/run_v3_timing.sh): "
+        "after 5 warm-up steps, the phases baseline | treatment | only_launch | only_copy_pad | "
+        "only_copy_sync alternate in blocks of 10 steps over 4 rounds (round 0 in order, later "
+        "rounds shuffled), 40 timed steps per phase; step = host wall time of one step() call. "
+        "impact = median(only X) - median(baseline), bootstrap 95 % CI",
+        "caveats": [
+            "tv_train is measured with 10 untimed settle steps before every block of 10 timed "
+            "steps (steady state; without them, without_settle_steps); "
+            "tv_train and hf_bert_train do not synchronize inside a step (like most training "
+            "loops): the host runs ahead of the GPU, each block starts from an empty queue "
+            "(block_boundary sync), so per-step host times are bimodal (fast while the queue "
+            "fills). The per-block medians and means (step_ns_median_per_block, "
+            "step_ns_mean_per_block) are steadier than the per-step median.",
+            "per_phase_protocol holds earlier runs of the same workload with one phase after "
+            "another (scripts/device/run_v3_smoke_predict.sh, run_v3_predict_ablation.sh): on "
+            "this host whole phases drifted by up to 25 % (hf_generate baseline 28.0 vs "
+            "35.2 ms in two rounds), which is why the interleaved runs are the measurement.",
+        ],
+        "fixes": "rows with fix_of are the same workload with a fix applied for real, under the "
+        "same emulated CC; measured_recovery compares their CC step with the unfixed one's CC "
+        "step, as a share of the unfixed workload's CC delta",
+        "runs": rows,
+    }
+    (out / "measured_stepTimes.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+PRIVATE = re.compile(r"/(tmp|root|home|work)/[\w./-]+|LD_PRELOAD|CCDIAG_CACHE|PYTHONPATH")
+
+
+def check_private(out: Path) -> list[str]:
+    """Files that still carry a machine path or an environment variable."""
+    bad = []
+    for f in sorted(out.rglob("*")):
+        if f.is_dir() or f.suffix == ".py":
+            continue
+        if f.suffix == ".sqlite":
+            con = sqlite3.connect(f)
+            text = []
+            for (t,) in con.execute("select name from sqlite_master where type='table'"):
+                if t in ("StringIds", "META_DATA_CAPTURE", "TARGET_INFO_SYSTEM_ENV"):
+                    text += [str(r) for r in con.execute(f"select * from {t}")]
+            con.close()
+            data = "\n".join(text)
+        elif f.suffix == ".gz":
+            data = gzip.open(f, "rt").read()
+        else:
+            data = f.read_text()
+        hits = sorted({m.group(0) for m in PRIVATE.finditer(data)} - {"/work/main"})
+        hits = [h for h in hits if not h.startswith("/opt/")]
+        if hits:
+            bad.append(f"{f}: {hits[:5]}")
+    return bad
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--raw", action="append", required=True, type=Path)
+    p.add_argument("--out", default=Path(__file__).parent, type=Path)
+    p.add_argument("--no-synthetic", action="store_true")
+    a = p.parse_args()
+    made = emulated_pairs(a.raw, a.out)
+    ns = nsys_pair(a.raw, a.out)
+    if ns:
+        made.append(ns)
+    if not a.no_synthetic:
+        made += synthetic_pairs(a.out)
+    n = repeated_runs(a.raw, a.out)
+    measured(a.raw, a.out)
+    print(f"pairs: {len(made)}: {', '.join(made)}; repeated runs: {n}")
+    bad = check_private(a.out)
+    for b in bad:
+        print("PRIVATE:", b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
