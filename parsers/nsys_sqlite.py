@@ -47,6 +47,7 @@ from ccdiag.parsers import _nsys_meta
 from ccdiag.parsers import _sqlite_fetch as fetcher
 
 from ccdiag.errors import InputError
+from ccdiag.frame import align_chunks
 from ccdiag.progress import Progress
 from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, filter_events
 
@@ -409,7 +410,7 @@ class _Ctx:
         good, invalid = filter_events(df)
         for reason, n in invalid.items():
             self.skip(reason, n)
-        return good
+        return align_chunks(good)  # else the next filter or cast copies the whole frame
 
     def drop_duplicates(self, df: pl.DataFrame, table: str) -> pl.DataFrame:
         """Rows identical to an earlier row of the table in every column read are dropped, and
@@ -855,7 +856,8 @@ def read(
         rank = env_rank  # one rank profiled on its own: its RANK environment variable
     events, ranks, rank_warning = assign_ranks(events, rank)
     # every table passed filter_events already; ranks are Int32: only a no-op cast is left
-    events = events.select(pl.col(c).cast(t) for c, t in EVENT_COLUMNS.items())
+    # (free on aligned chunks; on misaligned ones polars would first copy every column)
+    events = align_chunks(events).select(pl.col(c).cast(t) for c, t in EVENT_COLUMNS.items())
     fields["warnings"] += [rank_warning] if rank_warning else []
     if absent:
         fields["extra"]["nsys_tables_absent"] = ",".join(absent)
