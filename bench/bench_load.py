@@ -290,7 +290,7 @@ def _ensure(kind: str, size_mb: float) -> Path:
 def _row(label: str, path: Path, r: dict[str, Any], ref: dict[str, Any] | None) -> str:
     size = f"{_uncompressed_mb(path):,.0f} MiB" + (" (.gz)" if path.suffix == ".gz" else "")
     if "error" in r:
-        return f"| {label} | {size} | {r['error']} | | | | | | |"
+        return f"| {label} | {size} | {r['error']} | | | | | | | |"
     ratio = ""
     if ref is not None and "error" not in ref and label != ref.get("label"):
         ratio = f"{r['seconds'] / ref['seconds']:.1f}x / {r['cpu'] / ref['cpu']:.1f}x"
@@ -300,9 +300,10 @@ def _row(label: str, path: Path, r: dict[str, Any], ref: dict[str, Any] | None) 
     if kids >= 1:
         peak += f" + helper processes {kids:,.0f} each"
     rate = _uncompressed_mb(path) * 2**20 / 1e6 / r["seconds"]
+    cpu_rate = _uncompressed_mb(path) * 2**20 / 1e6 / r["cpu"] if r["cpu"] > 0 else 0.0
     return (
-        f"| {label} | {size} | {r['seconds']:.2f} | {r['cpu']:.2f} | {rate:,.0f} | {ratio} "
-        f"| {peak} | {mem_ratio} | {r['rows']:,} |"
+        f"| {label} | {size} | {r['seconds']:.2f} | {r['cpu']:.2f} | {rate:,.0f} | {cpu_rate:,.0f} "
+        f"| {ratio} | {peak} | {mem_ratio} | {r['rows']:,} |"
     )
 
 
@@ -326,6 +327,7 @@ def main() -> None:
         print(json.dumps(_work(a.worker[0], Path(a.worker[1]))))
         return
 
+    load_before = os.getloadavg()
     big = _ensure("kineto", a.size_mb)
     small = _ensure("kineto", a.hta_size_mb or a.size_mb)
     rows: list[str] = []
@@ -361,15 +363,20 @@ def main() -> None:
             results[(label, nsys)] = {**_runs(kind, nsys, rep, a.timeout), "label": label}
 
     head = [
-        "| loader | file (uncompressed) | wall s | CPU s | MB/s (wall) | vs ccdiag (wall / CPU) "
-        "| peak MB (before load) | peak / file size | events or rows |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| loader | file (uncompressed) | wall s | CPU s | MB/s (wall) | MB/s (per CPU s) "
+        "| vs ccdiag (wall / CPU) | peak MB (before load) | peak / file size | events or rows |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (label, path), r in results.items():
         ref_label = {".sqlite": "ccdiag nsys", ".gz": "ccdiag .gz"}.get(path.suffix, "ccdiag")
         ref = results.get((ref_label, path))
         rows.append(_row(label, path, r, ref))
     summary = _ratios(results, big, small)
+    load_after = os.getloadavg()
+    summary.append(
+        f"- load average (1 / 5 / 15 min) at the start: {' / '.join(f'{x:.1f}' for x in load_before)}"
+        f", at the end: {' / '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} cores)"
+    )
     text = "\n".join(head + rows + [""] + summary) + "\n"
     print(text)
     if a.md:
@@ -409,8 +416,8 @@ def _ratios(results: dict[tuple[str, Path], dict[str, Any]], big: Path, small: P
         mb = _uncompressed_mb(path) * 2**20 / 1e6
         out.append(
             f"- ccdiag nsys on {_uncompressed_mb(path):,.0f} MiB: {mb / ref['seconds']:,.0f} MB/s "
-            f"(wall), peak {ref['peak_mb']:,.0f} MB = {ref['peak_mb'] / _uncompressed_mb(path):.2f}x "
-            "the file"
+            f"(wall), {mb / ref['cpu']:,.0f} MB per CPU second, peak {ref['peak_mb']:,.0f} MB = "
+            f"{ref['peak_mb'] / _uncompressed_mb(path):.2f}x the file (target: >= 200 MB/s, <= 1x)"
         )
         for label, _, r in nsys:
             if label != "ccdiag nsys" and "seconds" in r:
@@ -418,6 +425,16 @@ def _ratios(results: dict[tuple[str, Path], dict[str, Any]], big: Path, small: P
                     f"  - {label}: {r['seconds'] / ref['seconds']:.2f}x ccdiag's wall, "
                     f"{r['cpu'] / ref['cpu']:.2f}x its CPU, peak {r['peak_mb']:,.0f} MB"
                 )
+    steps = results.get(("ccdiag+steps", big), {})
+    if "seconds" in steps:
+        mb = _uncompressed_mb(big) * 2**20 / 1e6
+        out.append(
+            f"- ccdiag+steps (Kineto, parse + validated frame + steps) on "
+            f"{_uncompressed_mb(big):,.0f} MiB: {mb / steps['seconds']:,.0f} MB/s (wall), "
+            f"{mb / steps['cpu']:,.0f} MB per CPU second, peak "
+            f"{steps['peak_mb'] / _uncompressed_mb(big):.2f}x the file (target: >= 300 MB/s, "
+            "<= 0.5x)"
+        )
     if "peak_mb" in c_big:
         out.append(
             f"- ccdiag peak memory on {_uncompressed_mb(big):,.0f} MiB: {c_big['peak_mb']:,.0f} MB "
