@@ -410,7 +410,7 @@ class _Ctx:
         good, invalid = filter_events(df)
         for reason, n in invalid.items():
             self.skip(reason, n)
-        return align_chunks(good)  # else the next filter or cast copies the whole frame
+        return good
 
     def drop_duplicates(self, df: pl.DataFrame, table: str) -> pl.DataFrame:
         """Rows identical to an earlier row of the table in every column read are dropped, and
