@@ -27,11 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import sys
 
 from ccdiag import api
 from ccdiag.units import duration as fmt_ns
@@ -153,11 +152,17 @@ def judge(d: Path, split: str) -> PairResult:
             paid = float(a.evidence["paid_ns_per_step"])
         rows.append(
             Row(
-                d.name, split, m,
+                d.name,
+                split,
+                m,
                 float(a.ns_per_step) if a else 0.0,
-                float(truths[m]["value"]), tuple(truths[m]["ci95"]),
+                float(truths[m]["value"]),
+                tuple(truths[m]["ci95"]),
                 "Shapley" if several else "only-X",
-                inj.get(m), paid, total, float(td["value"]),
+                inj.get(m),
+                paid,
+                total,
+                float(td["value"]),
             )  # fmt: skip
         )
     others = {m: float(a.ns_per_step) for m, a in got.items() if m not in mechs}
@@ -225,8 +230,14 @@ def render(results: list[PairResult], title: str) -> str:
             f"[{p.truth_delta_ci[0] / 1e3:,.0f}, {p.truth_delta_ci[1] / 1e3:,.0f}] | "
             f"{oth_s}{'' if p.others_ok() else ' (> 3 %)'} | "
             f"{p.unattributed / p.delta:.0%}{'' if p.unattr_ok() else ' (> 10 %)'} | "
-            + (" / ".join(f"{p.extra[k] / 1e3:,.0f}" for k in ("baseline", "measured_t", "replayed_t", "without_all"))
-               if p.extra else "-")
+            + (
+                " / ".join(
+                    f"{p.extra[k] / 1e3:,.0f}"
+                    for k in ("baseline", "measured_t", "replayed_t", "without_all")
+                )
+                if p.extra
+                else "-"
+            )
             + " |"
         )
     out += [
@@ -267,7 +278,9 @@ def main() -> None:
             try:
                 results.append(judge(VAL / n, s))
             except Exception as e:  # noqa: BLE001 - a pair that fails is reported, not hidden
-                results.append(PairResult(n, s, 0, 0, (0, 0), [], {}, 0, error=f"{type(e).__name__}: {e}"))
+                results.append(
+                    PairResult(n, s, 0, 0, (0, 0), [], {}, 0, error=f"{type(e).__name__}: {e}")
+                )
             print(f"  {n}: done", flush=True)
         text.append(render(results, f"{s} pairs ({len(group)})"))
     md = "\n".join(text)

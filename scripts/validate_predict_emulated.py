@@ -419,6 +419,14 @@ def judge_device(data: Path, held_out: bool = False) -> dict[str, Any]:
     }
 
 
+def _mech_verdict(m: dict[str, Any]) -> tuple[str, str]:
+    """A per-mechanism row's error and verdict ("noise" where its truth is not judged)."""
+    if not m["judged"]:
+        return "-", "noise"
+    e = m["pred"] / m["truth"] - 1
+    return _pct(e), ("yes" if abs(e) <= MECH_TARGET else "**no**")
+
+
 def _mech_table(rows: list[dict[str, Any]], head: str) -> list[str]:
     judged = [m for m in rows if m["judged"]]
     hit = sum(abs(m["pred"] / m["truth"] - 1) <= MECH_TARGET for m in judged)
@@ -430,11 +438,7 @@ def _mech_table(rows: list[dict[str, Any]], head: str) -> list[str]:
         "|---|---|---:|---:|---:|---|",
     ]
     for m in rows:
-        if m["judged"]:
-            e = m["pred"] / m["truth"] - 1
-            err, ok = _pct(e), ("yes" if abs(e) <= MECH_TARGET else "**no**")
-        else:
-            err, ok = "-", "noise"
+        err, ok = _mech_verdict(m)
         out.append(
             f"| `{m['pair']}` | {m['mechanism']} | {_us(m['pred'])} | {_us(m['truth'])} "
             f"({_us(m['ci'][0])} – {_us(m['ci'][1])}) | {err} | {ok} |"
@@ -649,11 +653,7 @@ def render_device(d: dict[str, Any], held_out: bool = False) -> str:
         "|---|---|---|---:|---:|---:|---|",
     ]
     for m in mechs:
-        if m["judged"]:
-            e = m["pred"] / m["truth"] - 1
-            err, ok = _pct(e), ("yes" if abs(e) <= MECH_TARGET else "**no**")
-        else:
-            err, ok = "-", "noise"
+        err, ok = _mech_verdict(m)
         out.append(
             f"| `{m['pair']}` | {m['split']} | {m['mechanism']} | {_us(m['pred'])} | "
             f"{_us(m['truth'])} ({_us(m['ci'][0])} – {_us(m['ci'][1])}) | {err} | {ok} |"
