@@ -3,8 +3,10 @@
     python bench/bench_analyze.py                  # 1 GB pair (built with bench/make_large.py)
     python bench/bench_analyze.py --size-mb 200    # quicker
 
-Target: analyzing the pair (pairing + all rules + the partition + the report) costs at most twice
-the time it takes to load the two traces (``ccdiag.api.load_trace``: parse + steps).
+Target (issue #15): analyzing the pair (pairing + all rules + the partition + the report) costs at
+most 1.5x the time it takes to load the two traces (``ccdiag.api.load_trace``: parse + steps).
+Wall and CPU seconds (all threads: ``time.process_time``) are both printed: on a shared machine
+the CPU ratio is the steadier one.
 
 The pair: the real H200 eager-decode trace (CC off) and a synthetic CC treatment of it (a 12.25 µs
 toll per launch, blocking copies padded to 35 µs + bytes / 9.6 GB/s, replayed by ccdiag.replay),
@@ -83,29 +85,35 @@ def main() -> int:
     from ccdiag.engine import diagnose_pair
     from ccdiag.pairing import pair_traces
 
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     base = api.load_trace(b_path)
     treat = api.load_trace(t_path)
-    load = time.perf_counter() - t0
+    load, c_load = time.perf_counter() - t0, time.process_time() - c0
     rss_load = _rss_mb()
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     pair = pair_traces(base, treat)
-    t2 = time.perf_counter()
+    c2, t2 = time.process_time(), time.perf_counter()
     report = diagnose_pair(pair)
-    t3 = time.perf_counter()
+    c3, t3 = time.process_time(), time.perf_counter()
     rows = [
         (
             "traces",
             f"{b_path.stat().st_size / 2**20:,.0f} MiB + {t_path.stat().st_size / 2**20:,.0f} MiB, "
             f"{base.events.height:,} + {treat.events.height:,} events, {pair.aligned.height:,} aligned steps",
         ),
-        ("load (parse + steps, both)", f"{load:.1f} s (peak RSS {rss_load:,.0f} MB)"),
-        ("pair_traces", f"{t2 - t1:.1f} s"),
+        (
+            "load (parse + steps, both)",
+            f"{load:.1f} s wall, {c_load:.1f} s CPU (peak RSS {rss_load:,.0f} MB)",
+        ),
+        ("pair_traces", f"{t2 - t1:.1f} s wall, {c2 - c1:.1f} s CPU"),
         (
             "diagnose (rules + partition + report)",
-            f"{t3 - t2:.1f} s (peak RSS {_rss_mb():,.0f} MB)",
+            f"{t3 - t2:.1f} s wall, {c3 - c2:.1f} s CPU (peak RSS {_rss_mb():,.0f} MB)",
         ),
-        ("analysis / load", f"{(t3 - t1) / load:.2f}x (target <= 2x)"),
+        (
+            "analysis / load",
+            f"{(t3 - t1) / load:.2f}x wall, {(c3 - c1) / c_load:.2f}x CPU (target <= 1.5x)",
+        ),
         ("verdict", report.verdict),
     ]
     if args.anchor:
@@ -119,7 +127,7 @@ def main() -> int:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
-    return 0 if (t3 - t1) <= 2 * load else 1
+    return 0 if (t3 - t1) <= 1.5 * load else 1
 
 
 if __name__ == "__main__":

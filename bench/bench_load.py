@@ -15,8 +15,15 @@ nsys reader, also gets the largest helper's peak). Rows:
   the floor for any loader that builds Python objects.
 - ``HTA``: Holistic Trace Analysis' loader (``hta.common.trace.parse_trace_file``, its default
   backend), on a smaller tile when ``--hta-size-mb`` is smaller: it needs tens of GB for 1 GB.
-- ``nsys``: ccdiag's Nsight Systems SQLite reader on a tiled export, with ``sqlite3`` stepping
-  through every row of the same activity tables (as Python tuples, not kept) as its anchor.
+- ``tokenizer``: simdjson (``pysimdjson``) parsing the file into its tape without building
+  Python objects: the JSON-tokenizer limit, the floor of any JSON reader here.
+- ``nsys``: ccdiag's Nsight Systems SQLite reader on a tiled export (``ccdiag nsys``: parse and
+  validated frame; ``ccdiag nsys+steps``: ``load_trace``), beside the candidate readers of the
+  same columns of the same activity tables (each query as the reader's first, untyped pass):
+  ``sqlite3`` stepping through every row (Python tuples, not kept), the ADBC SQLite driver
+  into polars (Arrow C stream), connectorx (Arrow), ``polars.read_database_uri`` (ADBC engine)
+  and DuckDB's ``sqlite_scan`` (the extension does not ship in DuckDB's wheel; measured only
+  when the ``duckdb-extension-sqlite-scanner`` package is installed, else the row says so).
 
 Inputs are built by ``bench/make_large.py`` into ``bench/data/`` (git-ignored) when missing.
 """
@@ -54,19 +61,39 @@ def _cpu() -> float:
 
 def _work(kind: str, path: Path) -> dict[str, Any]:
     """Run one load in this process; return seconds (wall and CPU), rows and memory."""
-    cpu0 = _cpu()
     out = _load(kind, path)
-    out["cpu"] = _cpu() - cpu0 - out.pop("setup_cpu", 0.0)
+    out["cpu"] = _cpu() - out.pop("setup_cpu")  # CPU since the load started (imports excluded)
     return out
 
 
 def _load(kind: str, path: Path) -> dict[str, Any]:
-    if kind in ("ccdiag", "ccdiag+steps", "nsys"):
+    if kind in _SQLITE_CANDIDATES:
+        queries = _nsys_queries(path)
+        base, setup = _peak_mb(), _cpu()
+        t = time.perf_counter()
+        rows = _SQLITE_CANDIDATES[kind](path, queries)
+        sec = time.perf_counter() - t
+    elif kind == "tokenizer":
+        import gzip
+
+        import simdjson
+
+        base, setup = _peak_mb(), _cpu()
+        t = time.perf_counter()
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        doc = simdjson.Parser().parse(data)
+        rows = len(doc["traceEvents"])
+        sec = time.perf_counter() - t
+    elif kind in ("ccdiag", "ccdiag+steps", "nsys", "nsys+steps"):
         from ccdiag import api, parsers
 
         base, setup = _peak_mb(), _cpu()
         t = time.perf_counter()
-        trace = api.load_trace(path) if kind == "ccdiag+steps" else parsers.read(path)
+        steps = kind in ("ccdiag+steps", "nsys+steps")
+        trace = api.load_trace(path) if steps else parsers.read(path)
         sec = time.perf_counter() - t
         rows = trace.events.height
     elif kind == "orjson":
@@ -96,21 +123,6 @@ def _load(kind: str, path: Path) -> dict[str, Any]:
         _, df, _ = parse_trace_file(str(path))
         sec = time.perf_counter() - t
         rows = len(df)
-    elif kind == "sqlite3":
-        import sqlite3
-
-        from make_large import _NSYS_TABLES
-
-        base, setup = _peak_mb(), _cpu()
-        t = time.perf_counter()
-        con = sqlite3.connect(path)
-        names = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-        rows = 0
-        for table in _NSYS_TABLES:
-            if table in names:
-                for _ in con.execute(f"select * from {table}"):
-                    rows += 1
-        sec = time.perf_counter() - t
     else:
         raise SystemExit(f"unknown worker {kind}")
     children = _peak_mb(resource.RUSAGE_CHILDREN)  # helper processes, if the loader starts any
@@ -124,6 +136,99 @@ def _load(kind: str, path: Path) -> dict[str, Any]:
     }
 
 
+def _nsys_queries(path: Path) -> list[str]:
+    """The SQL of ccdiag's first pass over each activity table (same tables, same columns)."""
+    from ccdiag.parsers import nsys_sqlite
+
+    db = nsys_sqlite.NsysDb(path)
+    try:
+        return [q.sql().replace("rowid AS __rid, ", "") for q in nsys_sqlite.build_queries(db)]
+    finally:
+        db.close()
+
+
+def _read_sqlite3(path: Path, queries: list[str]) -> int:
+    import sqlite3
+
+    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    rows = 0
+    for sql in queries:
+        for _ in con.execute(sql):
+            rows += 1
+    return rows
+
+
+def _read_adbc(path: Path, queries: list[str]) -> int:
+    import adbc_driver_manager as adbc
+    import adbc_driver_sqlite
+    import polars as pl
+
+    db = adbc_driver_sqlite.connect(path.resolve().as_uri() + "?mode=ro&immutable=1")
+    conn = adbc.AdbcConnection(db)
+    rows = 0
+    for sql in queries:
+        stmt = adbc.AdbcStatement(conn)
+        stmt.set_options(**{"adbc.sqlite.query.batch_rows": 65536})
+        stmt.set_sql_query(sql)
+        handle, _ = stmt.execute_query()
+        rows += pl.DataFrame(handle).height
+        stmt.close()
+    conn.close()
+    db.close()
+    return rows
+
+
+def _read_connectorx(path: Path, queries: list[str]) -> int:
+    import connectorx as cx
+    import polars as pl
+
+    return sum(
+        pl.from_arrow(cx.read_sql(f"sqlite://{path.resolve()}", sql, return_type="arrow")).height
+        for sql in queries
+    )
+
+
+def _read_polars_database(path: Path, queries: list[str]) -> int:
+    import polars as pl
+
+    uri = f"sqlite:///{path.resolve()}"
+    return sum(pl.read_database_uri(sql, uri, engine="adbc").height for sql in queries)
+
+
+def _read_duckdb(path: Path, queries: list[str]) -> int:
+    import re
+
+    import duckdb
+
+    try:
+        import duckdb_extension_sqlite_scanner as ext_pkg
+    except ImportError:
+        raise SystemExit(
+            "not measured: DuckDB's sqlite_scanner extension does not ship in the duckdb wheel "
+            "and cannot be downloaded here (pip install duckdb-extension-sqlite-scanner)"
+        ) from None
+    ext = next(Path(ext_pkg.__file__).parent.rglob("sqlite_scanner.duckdb_extension"))
+    con = duckdb.connect(config={"autoinstall_known_extensions": False})
+    con.execute(f"LOAD '{ext}'")
+    rows = 0
+    for sql in queries:  # SELECT <cols> FROM "<table>" [WHERE ...] -> sqlite_scan(file, table)
+        m = re.match(r'SELECT (.*) FROM "(\w+)"(.*)$', sql)
+        assert m is not None, sql
+        scan = f"sqlite_scan('{path.resolve()}', '{m.group(2)}')"
+        rows += con.sql(f"SELECT {m.group(1)} FROM {scan}{m.group(3)}").pl().height
+    return rows
+
+
+#: SQLite -> rows readers measured beside ccdiag's nsys reader.
+_SQLITE_CANDIDATES = {
+    "sqlite3": _read_sqlite3,
+    "adbc": _read_adbc,
+    "connectorx": _read_connectorx,
+    "polars.read_database": _read_polars_database,
+    "duckdb": _read_duckdb,
+}
+
+
 def _measure(kind: str, path: Path, timeout: int) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", kind, str(path)]
     t = time.perf_counter()
@@ -133,6 +238,8 @@ def _measure(kind: str, path: Path, timeout: int) -> dict[str, Any]:
         return {"error": f"timed out after {timeout} s"}
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        if tail.startswith("not measured"):
+            return {"error": tail[:200]}
         return {"error": f"exit {out.returncode}: {tail[:120]}", "wall": time.perf_counter() - t}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -183,7 +290,7 @@ def _ensure(kind: str, size_mb: float) -> Path:
 def _row(label: str, path: Path, r: dict[str, Any], ref: dict[str, Any] | None) -> str:
     size = f"{_uncompressed_mb(path):,.0f} MiB" + (" (.gz)" if path.suffix == ".gz" else "")
     if "error" in r:
-        return f"| {label} | {size} | {r['error']} | | | | | |"
+        return f"| {label} | {size} | {r['error']} | | | | | | | |"
     ratio = ""
     if ref is not None and "error" not in ref and label != ref.get("label"):
         ratio = f"{r['seconds'] / ref['seconds']:.1f}x / {r['cpu'] / ref['cpu']:.1f}x"
@@ -192,9 +299,11 @@ def _row(label: str, path: Path, r: dict[str, Any], ref: dict[str, Any] | None) 
     peak = f"{r['peak_mb']:,.0f} ({r['baseline_mb']:,.0f})"
     if kids >= 1:
         peak += f" + helper processes {kids:,.0f} each"
+    rate = _uncompressed_mb(path) * 2**20 / 1e6 / r["seconds"]
+    cpu_rate = _uncompressed_mb(path) * 2**20 / 1e6 / r["cpu"] if r["cpu"] > 0 else 0.0
     return (
-        f"| {label} | {size} | {r['seconds']:.2f} | {r['cpu']:.2f} | {ratio} | {peak} "
-        f"| {mem_ratio} | {r['rows']:,} |"
+        f"| {label} | {size} | {r['seconds']:.2f} | {r['cpu']:.2f} | {rate:,.0f} | {cpu_rate:,.0f} "
+        f"| {ratio} | {peak} | {mem_ratio} | {r['rows']:,} |"
     )
 
 
@@ -218,6 +327,7 @@ def main() -> None:
         print(json.dumps(_work(a.worker[0], Path(a.worker[1]))))
         return
 
+    load_before = os.getloadavg()
     big = _ensure("kineto", a.size_mb)
     small = _ensure("kineto", a.hta_size_mb or a.size_mb)
     rows: list[str] = []
@@ -232,26 +342,41 @@ def main() -> None:
     if small != big:
         plan.append(("ccdiag", small, "ccdiag", a.repeat))
     plan.append(("HTA", small, "hta", 1))
+    plan.append(("tokenizer (simdjson)", big, "tokenizer", 1))
     results: dict[tuple[str, Path], dict[str, Any]] = {}
     for label, path, kind, rep in plan:
         print(f"… {label} on {path.name}", file=sys.stderr, flush=True)
         results[(label, path)] = {**_runs(kind, path, rep, a.timeout), "label": label}
     if a.nsys_size_mb > 0:
         nsys = _ensure("nsys", a.nsys_size_mb)
-        for label, kind, rep in (("ccdiag nsys", "nsys", a.repeat), ("sqlite3 rows", "sqlite3", 1)):
+        nsys_plan = [
+            ("ccdiag nsys", "nsys", a.repeat),
+            ("ccdiag nsys+steps", "nsys+steps", 1),
+            ("sqlite3 rows", "sqlite3", 1),
+            ("ADBC SQLite -> polars", "adbc", 1),
+            ("connectorx -> polars", "connectorx", 1),
+            ("polars.read_database_uri (adbc)", "polars.read_database", 1),
+            ("DuckDB sqlite_scan -> polars", "duckdb", 1),
+        ]
+        for label, kind, rep in nsys_plan:
             print(f"… {label} on {nsys.name}", file=sys.stderr, flush=True)
             results[(label, nsys)] = {**_runs(kind, nsys, rep, a.timeout), "label": label}
 
     head = [
-        "| loader | file (uncompressed) | wall s | CPU s | vs ccdiag (wall / CPU) "
-        "| peak MB (before load) | peak / file size | events or rows |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| loader | file (uncompressed) | wall s | CPU s | MB/s (wall) | MB/s (per CPU s) "
+        "| vs ccdiag (wall / CPU) | peak MB (before load) | peak / file size | events or rows |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (label, path), r in results.items():
         ref_label = {".sqlite": "ccdiag nsys", ".gz": "ccdiag .gz"}.get(path.suffix, "ccdiag")
         ref = results.get((ref_label, path))
         rows.append(_row(label, path, r, ref))
     summary = _ratios(results, big, small)
+    load_after = os.getloadavg()
+    summary.append(
+        f"- load average (1 / 5 / 15 min) at the start: {' / '.join(f'{x:.1f}' for x in load_before)}"
+        f", at the end: {' / '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} cores)"
+    )
     text = "\n".join(head + rows + [""] + summary) + "\n"
     print(text)
     if a.md:
@@ -276,6 +401,39 @@ def _ratios(results: dict[tuple[str, Path], dict[str, Any]], big: Path, small: P
             f"- ccdiag vs HTA on {_uncompressed_mb(small):,.0f} MiB: "
             f"{h['seconds'] / c_small['seconds']:.1f}x faster (wall), "
             f"{h['cpu'] / c_small['cpu']:.1f}x less CPU"
+        )
+    tok = results.get(("tokenizer (simdjson)", big), {})
+    if "seconds" in c_big and "seconds" in tok:
+        out.append(
+            f"- ccdiag vs the simdjson tokenizer on {_uncompressed_mb(big):,.0f} MiB: "
+            f"{c_big['seconds'] / tok['seconds']:.1f}x its wall time, "
+            f"{c_big['cpu'] / tok['cpu']:.1f}x its CPU"
+        )
+    nsys = [(label, p, r) for (label, p), r in results.items() if p.suffix == ".sqlite"]
+    ref = next((r for label, _, r in nsys if label == "ccdiag nsys"), {})
+    if "seconds" in ref:
+        path = nsys[0][1]
+        mb = _uncompressed_mb(path) * 2**20 / 1e6
+        out.append(
+            f"- ccdiag nsys on {_uncompressed_mb(path):,.0f} MiB: {mb / ref['seconds']:,.0f} MB/s "
+            f"(wall), {mb / ref['cpu']:,.0f} MB per CPU second, peak {ref['peak_mb']:,.0f} MB = "
+            f"{ref['peak_mb'] / _uncompressed_mb(path):.2f}x the file (target: >= 200 MB/s, <= 1x)"
+        )
+        for label, _, r in nsys:
+            if label != "ccdiag nsys" and "seconds" in r:
+                out.append(
+                    f"  - {label}: {r['seconds'] / ref['seconds']:.2f}x ccdiag's wall, "
+                    f"{r['cpu'] / ref['cpu']:.2f}x its CPU, peak {r['peak_mb']:,.0f} MB"
+                )
+    steps = results.get(("ccdiag+steps", big), {})
+    if "seconds" in steps:
+        mb = _uncompressed_mb(big) * 2**20 / 1e6
+        out.append(
+            f"- ccdiag+steps (Kineto, parse + validated frame + steps) on "
+            f"{_uncompressed_mb(big):,.0f} MiB: {mb / steps['seconds']:,.0f} MB/s (wall), "
+            f"{mb / steps['cpu']:,.0f} MB per CPU second, peak "
+            f"{steps['peak_mb'] / _uncompressed_mb(big):.2f}x the file (target: >= 300 MB/s, "
+            "<= 0.5x)"
         )
     if "peak_mb" in c_big:
         out.append(

@@ -157,6 +157,10 @@ class _Ctx:
     enqueue_ns: int
     counts: dict[str, float] = field(default_factory=dict)
     calib_u: float = 0.0  # > 0: the profiler's host overhead taken out (see calibrate)
+    n_orig: int = 0  # rows of the trace itself (the model trace adds backlog rows after them)
+    early_syncs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    wake_ns: int = 0  # wake-up after a blocking wait, from the trace's syncs
+    async_copies: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def zeros(self) -> np.ndarray:
         return np.zeros(self.n_rows, dtype=np.int64)
@@ -219,9 +223,153 @@ def context_call(calls: pl.DataFrame, gpu: pl.DataFrame) -> int | None:
     return int(cand.sort("dur_ns", descending=True)["_row"][0]) if cand.height else None
 
 
-def _context(trace: Trace) -> _Ctx:
+#: A thread whose calls overlap the busiest thread's calls this often runs beside it (a drain
+#: worker, a loader), not in turn with it (PyTorch's autograd thread): it gets no timeline of its own.
+CONCURRENT_SHARE = 0.1
+#: A stream's first GPU row that started this long after its launch returned waited for work
+#: queued on that stream before the trace began.
+BACKLOG_NS = 50_000
+#: Name of the rows that stand for the work queued before the trace (removed from every output).
+BACKLOG_NAME = "ccdiag:queued_before_trace"
+#: A synchronize that returned this long before earlier GPU work ended did not wait for all of it.
+EARLY_SYNC_NS = 1_000
+
+
+def replay_threads(trace: Trace) -> pl.DataFrame:
+    """The threads laid on one replay timeline per rank: :func:`ccdiag.replay.main_threads`
+    without the threads that run *beside* the busiest one.
+
+    PyTorch's autograd thread takes over while the main thread waits in ``backward()``: their
+    calls take turns, and one timeline is right. A worker that issues and waits for readbacks
+    while the main thread keeps launching (a drain thread) overlaps it: on one timeline its
+    blocking waits would stall the main thread and hide the main thread's launches inside them.
+    A thread is dropped when at least ``CONCURRENT_SHARE`` of its top-level calls overlap a call
+    of the busiest thread.
+    """
+    th = main_threads(trace)
+    if th.height <= th["rank"].n_unique():
+        return th
+    keep = []
+    for rank in th["rank"].unique().sort().to_list():
+        mine = th.filter(pl.col("rank") == rank)
+        per = {}
+        for row in mine.iter_rows(named=True):
+            c, _ = model_rows(trace, pl.DataFrame([row], schema=mine.schema))
+            c = c.filter(pl.col("rank") == rank)
+            per[(row["pid"], row["tid"])] = c
+        busiest = max(per, key=lambda k: per[k].filter(pl.col("cls") != "other").height)
+        b = per[busiest].sort("start_ns")
+        bs = b["start_ns"].to_numpy()
+        be = bs + b["dur_ns"].to_numpy()
+        keep.append(mine.filter((pl.col("pid") == busiest[0]) & (pl.col("tid") == busiest[1])))
+        for key, c in per.items():
+            if key == busiest or c.height == 0:
+                continue
+            cs = c["start_ns"].to_numpy()
+            ce = cs + c["dur_ns"].to_numpy()
+            # calls of the busiest thread that start inside this call, or this call starts inside
+            i0 = np.searchsorted(bs, cs, side="right")
+            i1 = np.searchsorted(bs, ce, side="left")
+            inside = i1 > i0
+            j = np.clip(i0 - 1, 0, None)
+            within = (i0 > 0) & (be[j] > cs)
+            if (inside | within).mean() < CONCURRENT_SHARE:
+                keep.append(mine.filter((pl.col("pid") == key[0]) & (pl.col("tid") == key[1])))
+    return pl.concat(keep).sort("rank", "tid")
+
+
+def _with_backlog(trace: Trace, threads: pl.DataFrame) -> Trace:
+    """The trace with the GPU work queued before it made explicit.
+
+    A stream's first row in the trace that started long after its launch returned waited for
+    work queued on that stream before the trace began (a loop that never synchronizes keeps the
+    GPU tens of ms behind the host). The replay cannot see that work, so it would take the wait
+    for a launch latency and give every later queued row that latency. One stand-in row per such
+    stream (and one empty host call that launched it, before the trace's first call) fills the
+    stream up to the first row's start: the trace replays exactly as before, and a blocking call
+    that drains the stream waits for that work once, not at every step.
+    """
+    calls, gpu = model_rows(trace, threads)
+    if gpu.height == 0:
+        return trace
+    first = gpu.sort("start_ns").group_by(["rank", "device", "stream"], maintain_order=True).first()
+    first = first.filter(pl.col("start_ns") - pl.col("ce") > BACKLOG_NS)
+    if first.height == 0:
+        return trace
     ev = trace.events
-    threads = main_threads(trace)
+    lead = calls.sort("start_ns").group_by("rank", maintain_order=True).first()
+    lead = lead.join(threads.group_by("rank").first(), on="rank")
+    corr = int(_num(ev["correlation"].max(), 0)) + 1
+    new_calls, new_rows = [], []
+    for i, r in enumerate(first.iter_rows(named=True)):
+        l0 = lead.filter(pl.col("rank") == r["rank"])
+        if l0.height == 0:
+            continue
+        l0r = l0.row(0, named=True)
+        t = min(int(l0r["start_ns"]), int(r["ce"])) - 2 * (first.height - i)
+        base = {"rank": r["rank"], "pid": l0r["pid"], "correlation": corr + i, "name": BACKLOG_NAME}
+        new_calls.append({**base, "kind": "runtime", "tid": l0r["tid"], "start_ns": t, "dur_ns": 1})
+        new_rows.append(
+            {
+                **base,
+                "kind": "kernel",
+                "device": r["device"],
+                "stream": r["stream"],
+                "start_ns": t + 1,
+                "dur_ns": int(r["start_ns"]) - (t + 1),
+            }
+        )
+    if not new_calls:
+        return trace
+    extra = pl.DataFrame(new_calls + new_rows).with_columns(
+        [pl.col(c).cast(ev.schema[c]) for c in ("kind", "rank", "pid", "correlation", "name")]
+        + [pl.col(c).cast(ev.schema[c]) for c in ("tid", "device", "stream", "start_ns", "dur_ns")]
+    )
+    out = pl.concat([ev, extra], how="diagonal_relaxed").select(ev.columns)
+    return Trace(events=out.cast(ev.schema), meta=trace.meta, steps=trace.steps)
+
+
+def _without_backlog(replayed: Trace, n_rows: int) -> Trace:
+    """A replayed model trace cut back to the trace's own rows."""
+    if replayed.events.height == n_rows:
+        return replayed
+    return Trace(events=replayed.events[:n_rows], meta=replayed.meta, steps=replayed.steps)
+
+
+def _early_syncs(calls: pl.DataFrame, gpu: pl.DataFrame) -> np.ndarray:
+    """Event rows of synchronize calls that returned while GPU work launched before them was
+    still running.
+
+    The replay makes a synchronize wait for all GPU work launched before it. An event or stream
+    synchronize that returned earlier waited on a part of it only (step i-1's readback event,
+    say); which part, the trace does not say. Predict's replays let such a call wait for nothing
+    (it keeps its traced duration): a device-wide wait would add work it provably did not wait
+    for, and the CC-off replay would not reproduce the trace. What this misses: an event whose
+    work CC delays past the call (the replay has no per-event dependency; see the report of #13).
+    """
+    syncs = calls.filter(pl.col("cls") == "sync")
+    if syncs.height == 0 or gpu.height == 0:
+        return np.zeros(0, dtype=np.int64)
+    out = []
+    for rank in syncs["rank"].unique().to_list():
+        g = gpu.filter(pl.col("rank") == rank)
+        ci = g["ci"].to_numpy()
+        ge = (g["start_ns"] + g["dur_ns"]).to_numpy()
+        order = np.argsort(ci, kind="stable")
+        ci, run_max = ci[order], np.maximum.accumulate(ge[order])
+        sr = syncs.filter(pl.col("rank") == rank)
+        k = np.searchsorted(ci, sr["ci"].to_numpy(), side="left")  # rows launched before it
+        end = (sr["start_ns"] + sr["dur_ns"]).to_numpy()
+        late = np.where(k > 0, run_max[np.maximum(k - 1, 0)], np.iinfo(np.int64).min)
+        out.append(sr["_row"].to_numpy()[late > end + EARLY_SYNC_NS])
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+
+
+def _context(trace: Trace) -> _Ctx:
+    n_orig = trace.events.height
+    threads = replay_threads(trace)
+    trace = _with_backlog(trace, threads)
+    ev = trace.events
     calls, gpu = model_rows(trace, threads)
     kinds = ev["kind"].cast(pl.String)
     calls = calls.with_columns(
@@ -310,7 +458,49 @@ def _context(trace: Trace) -> _Ctx:
     launches = calls.filter(pl.col("cls") == "launch")["dur_ns"]
     enqueue = int(_num(launches.median(), 5_000)) if launches.len() else 5_000
     world = trace.meta.world_size or max(len(trace.meta.ranks), 1)
-    return _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue)
+    ctx = _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue, n_orig=n_orig)
+    ctx.early_syncs = _early_syncs(calls, gpu)
+    ctx.wake_ns, ctx.async_copies = _wake_up(calls, gpu)
+    return ctx
+
+
+def _wake_up(calls: pl.DataFrame, gpu: pl.DataFrame) -> tuple[int, np.ndarray]:
+    """The trace's wake-up after a blocking wait, and the copy calls that did not wait.
+
+    A synchronize that waited for the GPU returns a few µs after the work it waited for ended
+    (the median of ``end - last GPU end`` over the trace's syncs that waited; 0 when none did).
+    A copy that CC makes blocking (``blocked_non_blocking``) waits the same way, so it pays that
+    wake-up once more than in the trace, where it returned before its copy ended.
+    """
+    none = (0, np.zeros(0, dtype=np.int64))
+    if gpu.height == 0:
+        return none
+    eps = []
+    for rank in calls["rank"].unique().to_list():
+        g = gpu.filter(pl.col("rank") == rank)
+        ci = g["ci"].to_numpy()
+        ge = (g["start_ns"] + g["dur_ns"]).to_numpy()
+        order = np.argsort(ci, kind="stable")
+        ci, run_max = ci[order], np.maximum.accumulate(ge[order]) if ge.size else ge
+        sr = calls.filter((pl.col("rank") == rank) & (pl.col("cls") == "sync"))
+        if sr.height == 0 or ci.size == 0:
+            continue
+        k = np.searchsorted(ci, sr["ci"].to_numpy(), side="left")
+        start = sr["start_ns"].to_numpy()
+        end = start + sr["dur_ns"].to_numpy()
+        ready = np.where(k > 0, run_max[np.maximum(k - 1, 0)], np.iinfo(np.int64).min)
+        waited = (k > 0) & (ready > start) & (ready <= end + EARLY_SYNC_NS)
+        eps.append(np.clip(end - ready, 0, None)[waited])
+    got = np.concatenate(eps) if eps else np.zeros(0)
+    wake = int(np.median(got)) if got.size else 0
+    own = gpu.filter(pl.col("hcopy") & (pl.col("cls") == "copy")).select(
+        "rank", "ci", (pl.col("start_ns") + pl.col("dur_ns")).alias("g_end")
+    )
+    c = calls.filter((pl.col("cls") == "copy") & pl.col("name").str.contains("Async")).join(
+        own, on=["rank", "ci"]
+    )
+    did_not_wait = c.filter(pl.col("start_ns") + pl.col("dur_ns") < pl.col("g_end"))
+    return wake, did_not_wait["_row"].to_numpy().astype(np.int64)
 
 
 # ------------------------------------------------------------------------------ the mechanisms
@@ -327,8 +517,82 @@ def _ring_steps(name: pl.Expr, n: int) -> pl.Expr:
     )
 
 
+def _copy_costs(
+    ctx: _Ctx,
+    k: dict[str, float],
+    fix: str | None,
+    copy_at: str,
+    call: np.ndarray,
+    gpu_x: np.ndarray,
+    free: np.ndarray,
+) -> None:
+    """``serialized_copies``: every host copy takes ``toll + bytes / bandwidth``, on the GPU (real
+    CC: the bounce-buffer copy is the copy) or, for a profile with ``copy_cost_at: host`` (an
+    LD_PRELOAD emulator's busy wait), inside its host call (after the wait of a blocking one).
+    The fixes that change the copies (batching, resident data, a context pool) change them here."""
+    c, g = ctx.calls, ctx.gpu
+    # the copies of copy calls, as the replay pads them (a UVM migration is uvm_migration's)
+    hc = g.filter(pl.col("hcopy") & (pl.col("cls") == "copy")).join(
+        c.select("rank", "ci", pl.col("_row").alias("crow")), on=["rank", "ci"], how="left"
+    )
+    if hc.height == 0:
+        return
+    by = hc["bytes"].fill_null(0).to_numpy().astype(np.float64)
+    gd = hc["dur_ns"].to_numpy().astype(np.float64)
+    grow = hc["_row"].to_numpy()
+    crow = hc["crow"].fill_null(-1).to_numpy()
+    target = k["copy_toll_ns"] + by / k["copy_bandwidth_gbps"]
+    gone = np.zeros(hc.height, dtype=bool)
+    big = by >= BULK_BYTES
+    if fix == "resident_weights":
+        gone = big  # bulk data kept on the GPU: neither offload nor restore copies
+    elif fix == "context_pool":
+        # a loader with a pool of CUDA contexts: bulk H2D at 0.65x of CC-off bandwidth
+        pool = 0.65 * by / np.maximum(gd, 1)  # B/ns = GB/s
+        sel = big & hc["h2d"].to_numpy()
+        target = np.where(
+            sel, k["copy_toll_ns"] + by / np.maximum(pool, k["copy_bandwidth_gbps"]), target
+        )
+    elif fix == "batch_small_copies":
+        # one copy per step and direction carries the bytes of all the small ones: the others
+        # (their calls, their GPU copies) are gone, the one left pays one toll for all the bytes
+        small = hc.with_columns(pl.lit(np.arange(hc.height)).alias("_i")).filter(
+            (pl.col("bytes").fill_null(0) < BATCH_BYTES) & pl.col("step").is_not_null()
+        )
+        for _, grp in small.group_by(["rank", "step", "h2d"]):
+            if grp.height < 2:
+                continue
+            idx = grp["_i"].to_numpy()
+            keep, drop = idx[-1], idx[:-1]
+            gone[drop] = True
+            target[keep] = k["copy_toll_ns"] + by[idx].sum() / k["copy_bandwidth_gbps"]
+            gd[keep] = gd[idx].sum()  # the batched copy moves all the bytes at the native speed too
+    gpu_x[grow[gone]] = -(10**15)
+    has_call = gone & (crow >= 0)
+    call[crow[has_call]] = -(10**15)
+    free[crow[has_call]] = True
+    extra = np.where(gone, 0, np.maximum(target - gd, 0)).astype(np.int64)
+    if copy_at == "host":
+        on_host = ~gone & (crow >= 0)
+        np.add.at(call, crow[on_host], extra[on_host])
+        # a batched copy moves its bytes on the GPU too: the dropped copies' native time
+        if fix == "batch_small_copies":
+            native = np.maximum(gd - hc["dur_ns"].to_numpy(), 0).astype(np.int64)
+            gpu_x[grow[~gone]] += native[~gone]
+    else:
+        gpu_x[grow[~gone]] += extra[~gone] + (
+            np.maximum(gd - hc["dur_ns"].to_numpy(), 0).astype(np.int64)[~gone]
+            if fix == "batch_small_copies"
+            else 0
+        )
+
+
 def _costs(
-    ctx: _Ctx, on: frozenset[str], k: dict[str, float], fix: str | None = None
+    ctx: _Ctx,
+    on: frozenset[str],
+    k: dict[str, float],
+    fix: str | None = None,
+    copy_at: str = "gpu",
 ) -> tuple[Injection, RowCosts]:
     """The injection and per-row costs of the mechanisms in ``on`` (+ one fix) at constants ``k``."""
     call, gap, gpu_x = ctx.zeros(), ctx.zeros(), ctx.zeros()
@@ -367,45 +631,13 @@ def _costs(
             add = np.where(is_g & ~first_g, 0.0, add)
         call[rows] += add.astype(np.int64)
     if "serialized_copies" in on:
-        inj["copy_toll_ns"] = int(k["copy_toll_ns"])
-        inj["copy_gbps"] = float(k["copy_bandwidth_gbps"])
-        hc = g.filter(pl.col("hcopy"))
-        if fix in ("batch_small_copies", "resident_weights", "context_pool") and hc.height:
-            big = (hc["bytes"].fill_null(0) >= BULK_BYTES).to_numpy()
-            h2d = hc["h2d"].to_numpy()
-            grow = hc["_row"].to_numpy()
-            crow = rows[hc["ci"].to_numpy()] if c.height else grow
-            if fix == "resident_weights":
-                gone = big  # bulk data kept on the GPU: neither offload nor restore copies
-                gpu_x[grow[gone]] = -(10**15)
-                call[crow[gone]] = -(10**15)
-                free[crow[gone]] = True
-            elif fix == "context_pool":
-                # a loader with a pool of CUDA contexts: bulk H2D at 0.65x of CC-off bandwidth
-                native = hc["bytes"].fill_null(0) / hc["dur_ns"].clip(1)  # B/ns = GB/s
-                pool = (0.65 * native).to_numpy()
-                by = hc["bytes"].fill_null(0).to_numpy()
-                cc_t = k["copy_toll_ns"] + by / k["copy_bandwidth_gbps"]
-                pool_t = k["copy_toll_ns"] + by / np.maximum(pool, k["copy_bandwidth_gbps"])
-                sel = big & h2d
-                gpu_x[grow[sel]] = (pool_t - cc_t)[sel].astype(np.int64)
-            else:  # batch_small_copies: one copy per step and direction carries all the bytes
-                small = hc.with_columns(
-                    pl.lit(np.arange(hc.height)).alias("_i"),
-                    (pl.col("bytes").fill_null(0) < BATCH_BYTES).alias("small"),
-                ).filter(pl.col("small") & pl.col("step").is_not_null())
-                for _, grp in small.group_by(["rank", "step", "h2d"]):
-                    if grp.height < 2:
-                        continue
-                    idx = grp["_i"].to_numpy()
-                    keep, drop = idx[-1], idx[:-1]
-                    gpu_x[grow[drop]] = -(10**15)
-                    call[crow[drop]] = -(10**15)
-                    free[crow[drop]] = True
-                    moved = float(hc["bytes"].fill_null(0).to_numpy()[drop].sum())
-                    gpu_x[grow[keep]] += int(moved / k["copy_bandwidth_gbps"])
+        _copy_costs(ctx, k, fix, copy_at, call, gpu_x, free)
     if "blocked_non_blocking" in on:
         inj["copies_blocking"] = True
+        # each copy that now waits for its stream wakes up as the trace's syncs do (that wake-up
+        # is API-call time under the profiler too: calibration takes out the same share of it)
+        wake = ctx.wake_ns * (1.0 - min(ctx.calib_u, 1.0))
+        call[ctx.async_copies] += int(wake)
     if fix == "drain_thread":
         # readbacks (D2H) and the synchronize right after them move to a worker thread
         d2h = g.filter(pl.col("hcopy") & pl.col("d2h"))
@@ -470,6 +702,7 @@ def _costs(
         dur = c["dur_ns"].to_numpy()
         over = dur - np.minimum(dur, 2_000)
         call[rows[is_l]] -= (cu * over[is_l]).astype(np.int64)
+    free[ctx.early_syncs] = True
     rc = RowCosts(call_ns=call, gap_ns=gap, gpu_ns=gpu_x, nonblocking=free, queue_aware=True)
     return Injection(**inj), rc
 
@@ -516,7 +749,13 @@ class _Replayer:
             if not on and fix is None and self.ctx.calib_u == 0:
                 self.cache[key] = self.base
             else:
-                inj, rc = _costs(self.ctx, on, self.platform.at(end), fix)  # type: ignore[arg-type]
+                inj, rc = _costs(
+                    self.ctx,
+                    on,
+                    self.platform.at(end),  # type: ignore[arg-type]
+                    fix,
+                    self.platform.copy_cost_at,
+                )
                 out = replay(self.ctx.trace, inj, self.ctx.threads, costs=rc)
                 self.cache[key] = _num(out.steps["dur_ns"].median())
                 if key == self.keep:
@@ -884,7 +1123,8 @@ def _predict(
         warnings=warn,
         method=method,
     )
-    return pred, rp.kept
+    kept = _without_backlog(rp.kept, ctx.n_orig) if rp.kept is not None else None
+    return pred, kept
 
 
 def _fixes(ctx: _Ctx, rp: _Replayer, steady: frozenset[str], plat: Platform) -> list[FixPrediction]:

@@ -40,6 +40,8 @@ import dataframely as dy
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from ccdiag.frame import align_chunks
+
 
 class Kind(str, enum.Enum):
     """What an event row is."""
@@ -204,6 +206,8 @@ def filter_events(df: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
         reason per row: the first rule it breaks).
     """
     good, failure = EventSchema.filter(df.select(list(EVENT_COLUMNS)), cast=True)
+    # the filter can leave columns cut at different rows: the next filter would copy them all
+    good = align_chunks(good)
     if good.height == df.height:
         return good, {}
     details = failure.details()

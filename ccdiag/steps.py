@@ -53,6 +53,7 @@ import numpy as np
 import polars as pl
 
 from ccdiag.errors import InputError
+from ccdiag.frame import align_chunks, like_chunks
 from ccdiag.schema import STEP_COLUMNS, Trace
 
 PROFILER_STEP = "ProfilerStep"
@@ -141,7 +142,7 @@ def assign_steps(trace: Trace, marker: str | None = None) -> Trace:
     Raises:
         InputError: ``marker`` was given and no annotation of that name exists.
     """
-    events = trace.events
+    events = align_chunks(trace.events)  # misaligned chunks: every filter copies the frame
     ann = events.filter(_HOST_ANN).select("rank", "pid", "tid", "name", "start_ns", "dur_ns")
     label: str | None
     windows: pl.DataFrame | None
@@ -536,22 +537,69 @@ def _assign(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     gpu = pl.col("device").is_not_null() & pl.col("correlation").is_not_null()
     rows = events.select(gpu.arg_true()).to_series()
     if rows.is_empty():
-        return events.with_columns(by_time.alias("step"))
+        return events.with_columns(like_chunks(by_time.alias("step"), events))
     api = pl.col("kind").is_in(["runtime", "driver"]) & pl.col("correlation").is_not_null()
     keys = ["rank", "pid", "correlation"]
-    launchers = (
-        events.select(*keys, "kind", by_time.alias("_l"))
-        .filter(api)
-        .select(*keys, "_l", pl.lit(True).alias("_hit"))
-        .unique(keys, keep="first")
+    packed = _packed_key(events, keys)
+    if packed is not None:
+        inherit, launched = _launcher_steps(events, by_time, rows, api, packed)
+    else:  # keys too wide to pack into one Int64: a join on the three columns
+        launchers = (
+            events.select(*keys, "kind", by_time.alias("_l"))
+            .filter(api)
+            .select(*keys, "_l", pl.lit(True).alias("_hit"))
+            .unique(keys, keep="first")
+        )
+        looked = (
+            events.select(keys)[rows]
+            .join(launchers, on=keys, how="left", maintain_order="left")
+            .select(pl.when(pl.col("_hit").fill_null(False)).then(pl.col("_l")).alias("_l"), "_hit")
+        )
+        inherit, launched = looked["_hit"].fill_null(False), looked["_l"]
+    values = pl.select(pl.when(inherit).then(launched).otherwise(by_time.gather(rows))).to_series()
+    step = by_time.scatter(rows, values).alias("step")
+    return events.with_columns(like_chunks(step, events))  # aligned: no copy of the frame later
+
+
+def _packed_key(events: pl.DataFrame, keys: list[str]) -> pl.Expr | None:
+    """``keys`` (integer columns) packed into one Int64 per row, or None when their ranges are
+    too wide together. Equal keys pack to equal values; a null in any key packs to null."""
+    bounds = events.select(
+        *(pl.col(k).min().alias(f"lo{i}") for i, k in enumerate(keys)),
+        *(pl.col(k).max().alias(f"hi{i}") for i, k in enumerate(keys)),
+    ).row(0)
+    n = len(keys)
+    lows, highs = bounds[:n], bounds[n:]
+    if any(v is None for v in bounds):
+        return None  # a column of nulls only: nothing to look up by it
+    spans = [int(h) - int(lo) + 1 for lo, h in zip(lows, highs)]
+    total = 1
+    for sp in spans:
+        total *= sp
+    if total >= 1 << 62:
+        return None
+    key: pl.Expr = pl.lit(0, pl.Int64)
+    for k, lo, sp in zip(keys, lows, spans):
+        key = key * sp + (pl.col(k).cast(pl.Int64) - int(lo))
+    return key
+
+
+def _launcher_steps(
+    events: pl.DataFrame, by_time: pl.Series, rows: pl.Series, api: pl.Expr, key: pl.Expr
+) -> tuple[pl.Series, pl.Series]:
+    """For each GPU row (``rows``): whether an API call with its key exists, and the step of the
+    first such call (in row order). A stable sort and a binary search: no hash table over the
+    millions of API calls of a big nsys export."""
+    calls = (
+        events.select(key.alias("k"), by_time.alias("_l"), api.alias("_api"))
+        .filter(pl.col("_api") & pl.col("k").is_not_null())
+        .select("k", "_l")
+        .sort("k", maintain_order=True)  # stable: the first call of a key comes first
     )
-    looked = (
-        events.select(keys)[rows]
-        .join(launchers, on=keys, how="left", maintain_order="left")
-        .select(pl.when(pl.col("_hit").fill_null(False)).then(pl.col("_l")).alias("_l"), "_hit")
-    )
-    inherit = looked["_hit"].fill_null(False)
-    values = pl.select(
-        pl.when(inherit).then(looked["_l"]).otherwise(by_time.gather(rows))
-    ).to_series()
-    return events.with_columns(by_time.scatter(rows, values).alias("step"))
+    wanted = events.select(key.alias("k")).to_series().gather(rows)
+    if calls.is_empty():
+        n = rows.len()
+        return pl.repeat(False, n, eager=True), pl.repeat(None, n, dtype=pl.Int32, eager=True)
+    pos = calls["k"].search_sorted(wanted, side="left").clip(0, calls.height - 1)
+    found = (calls["k"].gather(pos) == wanted).fill_null(False)
+    return found, calls["_l"].gather(pos)

@@ -26,6 +26,7 @@ Keys (all times Int64 ns, sizes bytes):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -74,17 +75,19 @@ def summarize(trace: Trace) -> dict[str, Any]:
         }
     )
     out["skipped"] = dict(sorted(meta.skipped.items()))
+    flags = _api_flags(ev)
+    totals = _all_totals(ev, flags)
     out["kinds"] = _counts(ev, "kind")
     out["span_ns"] = _span(ev)
     out["steps"] = _steps(trace)
-    out["per_step"] = _per_step(trace)
+    out["per_step"] = _per_step(trace, flags)
     out["summaries"] = _summaries(trace)
-    out["kernels"] = _kernels(ev)
-    out["launches"] = _launches(ev)
+    out["kernels"] = {**totals["kernels"], "graph": totals["kernels"].pop("graph")}
+    out["launches"] = totals["launches"]
     out["memcpy"] = _memcpy(ev)
-    out["memset"] = _totals(ev.filter(pl.col("kind") == "memset"), with_bytes=True)
-    out["sync"] = _sync(ev)
-    out["collectives"] = _totals(ev.filter(pl.col("kind") == "collective"), with_bytes=True)
+    out["memset"] = totals["memset"]
+    out["sync"] = totals["sync"]
+    out["collectives"] = totals["collectives"]
     out["warnings"] = list(meta.warnings)
     return out
 
@@ -94,7 +97,7 @@ def _int(value: Any) -> int:
 
 
 def _counts(ev: pl.DataFrame, col: str) -> dict[str, int]:
-    vc = ev.group_by(pl.col(col).cast(pl.String)).len().sort(col)
+    vc = ev.lazy().group_by(pl.col(col).cast(pl.String)).len().sort(col).collect()
     return {str(k): int(n) for k, n in vc.iter_rows()}
 
 
@@ -106,35 +109,70 @@ def _span(ev: pl.DataFrame) -> int:
     )
 
 
-def _totals(rows: pl.DataFrame, with_bytes: bool = False) -> dict[str, int]:
-    out = {"count": rows.height, "total_ns": _int(rows["dur_ns"].sum())}
-    if with_bytes:
-        out["bytes"] = _int(rows["bytes"].sum())
+@dataclass(frozen=True)
+class _ApiFlags:
+    """Which API names launch, launch a graph, or sync: decided once per distinct name (a big
+    nsys export has millions of API rows but a few hundred names)."""
+
+    launch: pl.Series
+    graph_launch: pl.Series
+    sync: pl.Series
+
+    def launch_row(self) -> pl.Expr:
+        return pl.col("kind").is_in(_API) & pl.col("name").is_in(self.launch)
+
+    def graph_launch_row(self) -> pl.Expr:
+        return pl.col("kind").is_in(_API) & pl.col("name").is_in(self.graph_launch)
+
+    def sync_row(self) -> pl.Expr:
+        return pl.col("kind").is_in(_API) & pl.col("name").is_in(self.sync)
+
+
+def _api_flags(ev: pl.DataFrame) -> _ApiFlags:
+    names = ev.lazy().filter(pl.col("kind").is_in(_API)).select(pl.col("name").unique()).collect()
+    name = pl.col("name")
+    launch = names.filter(apis.is_launch(name))
+    return _ApiFlags(
+        launch=launch["name"],
+        graph_launch=launch.filter(apis.is_graph_launch(name))["name"],
+        sync=names.filter(apis.is_sync(name))["name"],
+    )
+
+
+def _all_totals(ev: pl.DataFrame, flags: _ApiFlags) -> dict[str, dict[str, int]]:
+    """Count and total time (and bytes) of each row group, in one pass over three columns."""
+    kind = pl.col("kind")
+    groups = {
+        "kernels": (kind.is_in(_KERNELS), False),
+        "launches": (flags.launch_row(), False),
+        "memset": (kind == "memset", True),
+        "sync": (flags.sync_row(), False),
+        "collectives": (kind == "collective", True),
+    }
+    exprs = []
+    for key, (cond, with_bytes) in groups.items():
+        exprs += [
+            cond.sum().alias(f"{key}.count"),
+            pl.col("dur_ns").filter(cond).sum().alias(f"{key}.total_ns"),
+        ]
+        if with_bytes:
+            exprs.append(pl.col("bytes").filter(cond).sum().alias(f"{key}.bytes"))
+    exprs += [
+        (kind.is_in(_KERNELS) & pl.col("graph")).sum().alias("kernels.graph"),
+        flags.graph_launch_row().sum().alias("launches.graph_launches"),
+        (kind == "sync").sum().alias("sync.gpu_records"),
+    ]
+    row = ev.lazy().select(exprs).collect().row(0, named=True)
+    out: dict[str, dict[str, int]] = {key: {} for key in groups}
+    for name, value in row.items():
+        key, field = name.split(".", 1)
+        out[key][field] = _int(value)
     return out
 
 
-def _kernels(ev: pl.DataFrame) -> dict[str, int]:
-    k = ev.filter(pl.col("kind").is_in(_KERNELS))
-    return {**_totals(k), "graph": _int(k["graph"].sum())}
-
-
-def _launch_rows(ev: pl.DataFrame) -> pl.DataFrame:
-    return ev.filter(pl.col("kind").is_in(_API) & apis.is_launch(pl.col("name")))
-
-
-def _launches(ev: pl.DataFrame) -> dict[str, int]:
-    rows = _launch_rows(ev)
-    graph = rows.filter(apis.is_graph_launch(pl.col("name"))).height
-    return {**_totals(rows), "graph_launches": graph}
-
-
-def _sync(ev: pl.DataFrame) -> dict[str, int]:
-    rows = ev.filter(pl.col("kind").is_in(_API) & apis.is_sync(pl.col("name")))
-    return {**_totals(rows), "gpu_records": ev.filter(pl.col("kind") == "sync").height}
-
-
 def _memcpy(ev: pl.DataFrame) -> dict[str, Any]:
-    rows = ev.filter(pl.col("kind") == "memcpy")
+    rows = ev.lazy().filter(pl.col("kind") == "memcpy").select("copy_kind", "bytes", "dur_ns")
+    rows = rows.collect()
     by = (
         rows.group_by(pl.col("copy_kind").cast(pl.String).fill_null("unknown"))
         .agg(
@@ -150,7 +188,12 @@ def _memcpy(ev: pl.DataFrame) -> dict[str, Any]:
         }
         for r in by.iter_rows(named=True)
     }
-    return {**_totals(rows, with_bytes=True), "by_kind": by_kind}
+    totals = {
+        "count": rows.height,
+        "total_ns": _int(rows["dur_ns"].sum()),
+        "bytes": _int(rows["bytes"].sum()),
+    }
+    return {**totals, "by_kind": by_kind}
 
 
 def _quantile(s: pl.Series, q: float) -> int | None:
@@ -191,21 +234,23 @@ def _summaries(trace: Trace) -> dict[str, dict[str, int]]:
     }
 
 
-def _per_step(trace: Trace) -> dict[str, float | None]:
+def _per_step(trace: Trace, flags: _ApiFlags) -> dict[str, float | None]:
     """Medians over (rank, step) windows of kernels, launches and graph launches per step."""
     ev = trace.events
     keys = trace.steps.select("rank", "step")
     if keys.is_empty():
         return {"kernels": None, "launches": None, "graph_launches": None}
-    launches = _launch_rows(ev)
-    parts = {
-        "kernels": ev.filter(pl.col("kind").is_in(_KERNELS)),
-        "launches": launches,
-        "graph_launches": launches.filter(apis.is_graph_launch(pl.col("name"))),
+    conds = {
+        "kernels": pl.col("kind").is_in(_KERNELS),
+        "launches": flags.launch_row(),
+        "graph_launches": flags.graph_launch_row(),
     }
-    out: dict[str, float | None] = {}
-    for key, rows in parts.items():
-        n = rows.filter(pl.col("step").is_not_null()).group_by("rank", "step").len()
-        per = keys.join(n, on=["rank", "step"], how="left")["len"].fill_null(0)
-        out[key] = float(per.median())  # type: ignore[arg-type]
-    return out
+    n = (
+        ev.lazy()
+        .filter(pl.col("step").is_not_null())
+        .group_by("rank", "step")
+        .agg(c.sum().alias(k) for k, c in conds.items())
+        .collect()
+    )
+    per = keys.join(n, on=["rank", "step"], how="left")
+    return {k: float(per[k].fill_null(0).median()) for k in conds}  # type: ignore[arg-type]

@@ -402,6 +402,19 @@ def kineto_doc(rng: random.Random, p: float) -> tuple[Any, int | None]:
         tail.append(("traceName", maybe(rng, "/tmp/x.json", p)))
     if rng.random() < 0.3:
         tail.append(("displayTimeUnit", "ms"))
+    if rng.random() < 0.03:  # a member ccdiag does not read, past 1 MiB: skipped unread
+        n = rng.randint(1 << 20, 3 << 20)
+        blob: Any = rng.choice(
+            [
+                "ab" * (n // 2),
+                'x}, {\\"y' * (n // 7),  # false cut points and escapes inside it
+                [rng.randint(0, 9) for _ in range(n // 8)],
+                {"frames": [{"f": "x" * 60, "line": i} for i in range(n // 80)]},
+            ]
+        )
+        tail.append((rng.choice(["stackTraces", "traceName", "x"]), blob))
+        if rng.random() < 0.5:  # a member that is read, after it (last one wins, as in json)
+            tail.append(("distributedInfo", {"rank": rng.randint(0, 7), "world_size": 8}))
     pairs = header + [("traceEvents", events)] + tail
     well_formed = True
     if rng.random() < p / 3:  # a second traceEvents key

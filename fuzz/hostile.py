@@ -15,10 +15,13 @@ Oracles. In process (kineto, csv, sidecar, folder, special): what ``ccdiag summa
 runs must return or raise ccdiag's InputError of one line of at most 300 characters naming a
 file; nothing may take longer than ``--timeout`` (a hang is a crash); a trace that Python's
 ``json`` reads as a well-formed document must account for every entry
-(``n_events + sum(skipped) == len(traceEvents)``). Library warnings raised during a case are
+(``n_events + sum(skipped) == len(traceEvents)``) and read the ``distributedInfo.rank`` that
+Python's ``json`` reads (members after the array, some after a member of megabytes that is
+skipped unread, included). Library warnings raised during a case are
 counted (the CLI never prints them). In a child process (shape): exit status 0 or 2; on 2,
-exactly one stderr line of at most 300 characters naming the file, no traceback; peak RSS (from
-``wait4``) at most ``ccdiag.limits.memory_bound(U)``; wall time at most 2x the CLI's start-up time
+exactly one stderr line of at most 300 characters naming the file, no traceback; peak RSS (the
+child's own ``VmHWM``, written at its exit; polled while it runs, for a child that is killed) at
+most ``ccdiag.limits.memory_bound(U)``; wall time at most 2x the CLI's start-up time
 (measured as the campaign runs: the machine is shared) + 5 s + 1 s per MiB of U.
 
 The summary (``fuzz/runs/<name>.json``) is rewritten every 250 cases: counts per kind and
@@ -88,6 +91,8 @@ def _build(kind: str, rng: random.Random, folder: Path) -> dict[str, Any]:
         path.write_bytes(gzip.compress(text, 1) if gz else text)
         case["path"] = path
         case["total"] = _total(text)
+        if case["total"] is not None and kind == "kineto":
+            case["rank"] = _rank(text)
         if kind == "sidecar":
             (folder / "trace.meta.json").write_bytes(grammar.sidecar(rng, 0.3))
         if kind == "kineto" and rng.random() < 0.03:
@@ -129,6 +134,16 @@ def _total(text: bytes) -> int | None:
     return None
 
 
+def _rank(text: bytes) -> int | None:
+    """``distributedInfo.rank`` as Python's json reads it (last duplicate wins), if it is a
+    rank ccdiag accepts (an int in [0, 2**31)); None otherwise."""
+    doc = json.loads(text.decode("utf-8"))
+    dist = doc.get("distributedInfo") if isinstance(doc, dict) else None
+    r = dist.get("rank") if isinstance(dist, dict) else None
+    ok = isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31
+    return r if ok else None
+
+
 def _check_error(exc: Any) -> None:
     line = exc.line()
     if "\n" in line or exc.path is None or not line.startswith(exc.path.name):
@@ -155,6 +170,8 @@ def run_in_process(case: dict[str, Any]) -> tuple[str, list[str]]:
                 got = trace.meta.n_events + sum(trace.meta.skipped.values())
                 if got != total:
                     raise OracleError(f"events lost: {got} accounted != {total} in the file")
+            if "rank" in case and trace.meta.rank != case["rank"]:
+                raise OracleError(f"rank {trace.meta.rank} read, {case['rank']} in the file")
             for w in trace.meta.warnings:
                 w.encode("utf-8")
             if case.get("baseline") is not None:
@@ -168,11 +185,48 @@ def run_in_process(case: dict[str, Any]) -> tuple[str, list[str]]:
     return outcome, found
 
 
+#: The CLI in a child that writes its own peak RSS (``VmHWM``, KiB) to the file named first, at
+#: exit. ``ru_maxrss`` from ``wait4`` is not the child's own: it carries the high-water mark of
+#: this campaign process across fork and exec (a confirmation run saw 461 MiB on every shape,
+#: the parent's peak, not the child's).
+_CHILD = (
+    "import atexit, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "def _hwm():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            open(out, 'w').write(line.split()[1])\n"
+    "atexit.register(_hwm)\n"
+    "from ccdiag.cli import main\n"
+    "main()\n"
+)
+
+
+def _watch_hwm(pid: int, seen: list[int]) -> None:
+    """The child's own VmHWM, polled every 10 ms while it runs (for a child that is killed and
+    never reaches its atexit handler)."""
+    status = Path(f"/proc/{pid}/status")
+    while True:
+        try:
+            text = status.read_text()
+        except OSError:
+            return
+        for line in text.splitlines():
+            if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                return
+            if line.startswith("VmHWM:"):
+                seen[0] = max(seen[0], int(line.split()[1]) * 1024)
+        time.sleep(0.01)
+
+
 def run_cli(path: Path, env: dict[str, str], uncompressed: int) -> dict[str, Any]:
-    """The installed CLI on one input in a child process: status, stderr, peak RSS, time."""
+    """The installed CLI on one input in a child process: status, stderr, peak RSS (the child's
+    own VmHWM), time."""
     from ccdiag import limits
 
-    cmd = [sys.executable, "-m", "ccdiag.cli", "summary", str(path), "--json", os.devnull]
+    hwm_file = path.parent / ".hwm"
+    cmd = [sys.executable, "-c", _CHILD, str(hwm_file)]
+    cmd += ["summary", str(path), "--json", os.devnull]
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -184,18 +238,26 @@ def run_cli(path: Path, env: dict[str, str], uncompressed: int) -> dict[str, Any
     limit_s = 2 * startup_s() + 5 + uncompressed / (1 << 20)
     timer = threading.Timer(limit_s * 2, proc.kill)
     timer.start()
+    seen = [0]
+    watcher = threading.Thread(target=_watch_hwm, args=(proc.pid, seen), daemon=True)
+    watcher.start()
     try:
         assert proc.stderr is not None
         err = proc.stderr.read()
         proc.stderr.close()
-        _, status, ru = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        _, status, ru = os.wait4(proc.pid, 0)
     finally:
         timer.cancel()
+    watcher.join(1)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        peak = int(hwm_file.read_text()) * 1024  # exact: the child's own, at exit
+    except (OSError, ValueError):
+        peak = seen[0] or ru.ru_maxrss * 1024  # killed: the last VmHWM seen
     return {
         "rc": proc.returncode,
         "stderr": err.decode("utf-8", "replace"),
-        "peak": ru.ru_maxrss * 1024,
+        "peak": peak,
         "wall": time.monotonic() - t0,
         "limit_s": limit_s,
         "bound": limits.memory_bound(uncompressed),
@@ -244,16 +306,19 @@ def check_cli(res: dict[str, Any], name: str) -> str:
     return "ok" if res["rc"] == 0 else "input_error"
 
 
-def run_shape(rng: random.Random, folder: Path) -> tuple[str, dict[str, Any]]:
+def run_shape(rng: random.Random, folder: Path, rec: dict[str, Any]) -> str:
+    """One memory-shaped case; its shape, size, peak, wall and status go into ``rec`` before
+    the oracle judges them (a failing case is recorded under its shape too)."""
     from fuzz.shapes import SHAPES, MiB
 
     shape = SHAPES[rng.choice(sorted(SHAPES))]
     size = int(rng.choice([0.5, 2, 6, 12, 20, 32]) * MiB)
     path = folder / shape.filename
+    rec["shape"] = shape.name
     uncompressed = shape.build(path, size, rng)
     res = run_cli(path, dict(shape.env), uncompressed)
-    res.update({"shape": shape.name, "U": uncompressed})
-    return check_cli(res, path.name), res
+    rec.update({"U": uncompressed, "peak": res["peak"], "wall": res["wall"], "rc": res["rc"]})
+    return check_cli(res, path.name)
 
 
 def _signature(exc: BaseException) -> str:
@@ -287,8 +352,7 @@ def one(seed: int, shape: bool, timeout: float, verbose: bool = False) -> dict[s
     try:
         if shape:
             rec["kind"] = "shape"
-            outcome, res = run_shape(rng, tmp)
-            rec.update({k: res[k] for k in ("shape", "U", "peak", "wall", "rc")})
+            outcome = run_shape(rng, tmp, rec)
         else:
             kind = pick_kind(rng)
             rec["kind"] = kind

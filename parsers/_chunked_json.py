@@ -37,7 +37,7 @@ import queue
 import re
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,6 +66,9 @@ _BOM = b"\xef\xbb\xbf"
 _NONWS = re.compile(rb"[^ \t\r\n]")
 _TOKEN = re.compile(rb'[][{}",]')
 _STR_STOP = re.compile(rb'["\\]')
+#: The start of a top-level member after the array: separator, key, colon (key up to 1 KiB).
+_MEMBER_KEY = re.compile(rb'[ \t\r\n]*,[ \t\r\n]*("(?:[^"\\]|\\.){0,1024}")[ \t\r\n]*:')
+_RAW_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
 #: A \\uD800-\\uDFFF escape that is not half of a pair (after an even number of backslashes).
 _LONE_SURROGATE = re.compile(
     rb"(?<!\\)((?:\\\\)*)(?:\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -335,6 +338,11 @@ class ArrayChunks:
         key: the top-level key of the array.
         chunk_bytes: largest size of one chunk of array text (the target adapts below it).
         max_element: largest element (``ccdiag.limits.MAX_EVENT_BYTES`` by default).
+        keep: the top-level members the caller reads (None: all). Other members are not
+            decoded; their bytes are counted in :attr:`skipped_bytes`. After the array, a member
+            not in ``keep`` that grows past 1 MiB is not held either: its bytes are dropped as
+            they are scanned (only its strings and brackets are checked), so trailing junk
+            costs no memory.
     """
 
     def __init__(
@@ -343,9 +351,15 @@ class ArrayChunks:
         key: str = "traceEvents",
         chunk_bytes: int = 8 << 20,
         max_element: int | None = None,
+        keep: Collection[str] | None = None,
     ) -> None:
         self.path = path
         self.key = key
+        self.keep = frozenset(keep) if keep is not None else None
+        #: bytes of top-level members that are not in ``keep``, skipped unread
+        self.skipped_bytes = 0
+        #: their names (the first few)
+        self.skipped_members: list[str] = []
         self.chunk_bytes = max(int(chunk_bytes), 1 << 10)
         self.max_element = max_element or limits.MAX_EVENT_BYTES
         self.meta: dict[str, Any] = {}
@@ -564,7 +578,7 @@ class ArrayChunks:
             for m in self._key_re.finditer(buf, max(0, pos - 64)):
                 head = bytes(buf[: m.start()]) + b'"' + self.key.encode() + b'": null}'
                 try:
-                    meta, fixed = decode_lenient(head)
+                    meta, fixed = self._members(head)
                 except msgspec.DecodeError:
                     continue
                 if isinstance(meta, dict):
@@ -671,29 +685,16 @@ class ArrayChunks:
         self._read_tail(tail, blocks, eof)
 
     def _read_tail(self, tail: bytearray, blocks: Iterator[bytes], eof: bool) -> None:
-        """What follows the array, read to the end of the file in a bounded buffer."""
-        scan = _Scan(0, depth=0 if self._bare else 1)
+        """What follows the array, read to the end of the file in a bounded buffer.
+
+        Complete members are decoded (or skipped, see ``keep``) as soon as a separator ends
+        them; a member not in ``keep`` that grows past ``_KEEP_SCAN`` is dropped as it is
+        scanned; any other open member may hold at most ``MAX_HEADER_BYTES``.
+        """
         if self._bare:
-            scan.closed = 0
-        while scan.closed < 0:
-            scan.advance(tail)
-            if scan.closed >= 0:
-                break
-            if len(tail) > _MAX_HEADER:
-                raise InputError(
-                    self.path,
-                    f"more than {_MAX_HEADER >> 20} MB after the {self.key!r} array: not a trace",
-                )
-            block = None if eof else next(blocks, None)
-            if block is None:
-                raise InputError(
-                    self.path,
-                    f"truncated JSON: the file ends after the {self.key!r} array, inside the "
-                    f"top-level object (read {self.total_bytes:,} bytes)",
-                )
-            self.total_bytes += len(block)
-            _append(tail, block, scan)
-        end = scan.closed if not self._bare else -1
+            end = -1
+        else:
+            end = self._tail_members(tail, blocks, eof)
         rest = tail[end + 1 :]
         at = self.total_bytes - len(rest)
         while True:
@@ -710,32 +711,142 @@ class ArrayChunks:
                 break
             self.total_bytes += len(block)
             rest = block
-        if not self._bare:
-            self._tail_ok(bytes(tail[: end + 1]), strict=True)
 
-    def _tail_ok(self, tail: bytes, check_only: bool = False, strict: bool = False) -> bool:
-        """Is ``tail`` what may follow the array: the rest of the top-level object (or nothing)?
+    def _tail_members(self, tail: bytearray, blocks: Iterator[bytes], eof: bool) -> int:
+        """Read the members after the array up to the brace that closes the top-level object
+        (into :attr:`meta`); returns that brace's index in ``tail``."""
+        scan = _Scan(0, depth=1)
+        skipping: str | None = None  # the member whose bytes are being dropped
+        while True:
+            # while skipping, stop at the first separator: the members after it are read
+            scan.advance(tail, stop_after=0 if skipping is not None else None)
+            if scan.closed >= 0:
+                break
+            if skipping is not None:
+                n = scan.comma if scan.comma >= 0 else scan.pos
+                self.skipped_bytes += n
+                del tail[:n]
+                scan.shift(n)
+                if scan.comma == 0:  # the skipped member ended at that separator
+                    skipping = None
+                    continue
+            elif scan.comma > 0:  # complete members before the last separator
+                self._take_tail(bytes(tail[: scan.comma]))
+                n = scan.comma
+                del tail[:n]
+                scan.shift(n)
+            if skipping is None and len(tail) > _KEEP_SCAN:
+                skipping = self._skippable(tail)
+                if skipping is not None:
+                    self._note_skipped(skipping)
+                    n = scan.pos
+                    self.skipped_bytes += n
+                    del tail[:n]
+                    scan.shift(n)
+            if skipping is None and len(tail) > _MAX_HEADER:
+                raise InputError(
+                    self.path,
+                    f"more than {_MAX_HEADER >> 20} MB after the {self.key!r} array: not a trace",
+                )
+            block = None if eof else next(blocks, None)
+            if block is None:
+                raise InputError(
+                    self.path,
+                    f"truncated JSON: the file ends after the {self.key!r} array, inside the "
+                    f"top-level object (read {self.total_bytes:,} bytes)",
+                )
+            self.total_bytes += len(block)
+            _append(tail, block, scan)
+        end = scan.closed
+        if skipping is None and end > _MAX_HEADER:
+            raise InputError(
+                self.path,
+                f"more than {_MAX_HEADER >> 20} MB after the {self.key!r} array: not a trace",
+            )
+        if skipping is not None:
+            self.skipped_bytes += end
+            self._take_tail(b"")
+        else:
+            self._take_tail(bytes(tail[:end]))
+        return end
 
-        ``strict``: the tail is known to be the rest of the object; an error says what is wrong.
+    def _skippable(self, tail: bytearray) -> str | None:
+        """The key of the open member at the head of ``tail`` when it may be dropped unread
+        (a well-formed ``, "key":`` not in ``keep``); None: it is kept (and capped)."""
+        if self.keep is None:
+            return None
+        m = _MEMBER_KEY.match(tail, 0, 4096)
+        if m is None:
+            return None
+        try:
+            key = msgspec.json.decode(m.group(1))
+        except msgspec.DecodeError:
+            return None
+        if not isinstance(key, str) or key in self.keep:
+            return None
+        if key == self.key:
+            raise self._twice()
+        return key
+
+    def _note_skipped(self, key: str) -> None:
+        if key not in self.skipped_members and len(self.skipped_members) < 3:
+            self.skipped_members.append(key[:40])
+
+    def _twice(self) -> InputError:
+        return InputError(
+            self.path,
+            f"the top-level object has {self.key!r} twice (the first array is read; "
+            "Python's json would keep the last): keep one",
+        )
+
+    def _take_tail(self, body: bytes) -> None:
+        """Members after the array (``, "k": v, ...`` without the closing brace) into meta."""
+        try:
+            rest, fixed = self._members(b'{"": null' + body + b"}", tail=True)
+        except msgspec.DecodeError as exc:
+            raise InputError(
+                self.path, f"malformed JSON after the {self.key!r} array ({exc})"
+            ) from None
+        rest.pop("", None)
+        self.repaired += fixed
+        self.meta.update(rest)
+
+    def _members(
+        self, text: bytes, tail: bool = False, count: bool = True
+    ) -> tuple[dict[str, Any], int]:
+        """Decode the JSON object ``text``; members not in ``keep`` are not decoded (their
+        bytes are counted when ``count``). Returns (members, characters repaired).
+
+        Raises msgspec.DecodeError (malformed even after repair, or not an object).
         """
+        fixed = 0
+        try:
+            raw = _RAW_OBJECT.decode(text)
+        except msgspec.DecodeError:
+            text, n_sur, n_bad = repair_text(text)
+            if not (n_sur or n_bad):
+                raise
+            raw = _RAW_OBJECT.decode(text)
+            fixed = n_sur + n_bad
+        if tail and self.key in raw:
+            raise self._twice()
+        out: dict[str, Any] = {}
+        for k, v in raw.items():
+            if self.keep is None or k in self.keep or k == self.key or (tail and k == ""):
+                out[k] = msgspec.json.decode(v)
+            elif count:
+                self.skipped_bytes += len(v)
+                self._note_skipped(k)
+        return out, fixed
+
+    def _tail_ok(self, tail: bytes, check_only: bool = False) -> bool:
+        """Is ``tail`` what may follow the array: the rest of the top-level object (or nothing)?"""
         if self._bare:
             return not tail.strip()
         try:
-            rest, fixed = decode_lenient(b'{"": null' + tail)
-        except msgspec.DecodeError as exc:
-            if strict:
-                raise InputError(
-                    self.path, f"malformed JSON after the {self.key!r} array ({exc})"
-                ) from None
+            rest, fixed = self._members(b'{"": null' + tail, tail=True, count=not check_only)
+        except msgspec.DecodeError:
             return False
-        if not isinstance(rest, dict):
-            return False
-        if self.key in rest:
-            raise InputError(
-                self.path,
-                f"the top-level object has {self.key!r} twice (the first array is read; "
-                "Python's json would keep the last): keep one",
-            )
         if check_only:
             return True
         rest.pop("", None)

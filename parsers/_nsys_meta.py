@@ -104,7 +104,10 @@ def _gpus(
     info_names, cc = _gpu_info(system.get("GpuInfo"))
     if {"id", "name"} <= tables.get("TARGET_INFO_GPU", set()):
         rows = _rows(con, "SELECT id, name FROM TARGET_INFO_GPU ORDER BY id")
-        names = {int(i): str(n) for i, n in rows if n is not None and i is not None}
+        # SQLite does not enforce a column's type: an id that is not an integer is no GPU's
+        names = {
+            i: str(n) for i, n in rows if n is not None and isinstance(i, int) and i is not True
+        }
         if names:
             return names, cc
     return info_names, cc

@@ -69,6 +69,7 @@ from ccdiag.parsers._chunked_json import ArrayChunks, repair_text
 
 from ccdiag import apis
 from ccdiag.errors import InputError
+from ccdiag.limits import size_text
 from ccdiag.progress import Progress, uncompressed_size
 from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, filter_events
 
@@ -225,7 +226,7 @@ def read(
     """
     p = Path(path)
     reader = _Reader(p, load_map(), python_functions)
-    chunks = ArrayChunks(p, "traceEvents", chunk_bytes)
+    chunks = ArrayChunks(p, "traceEvents", chunk_bytes, keep=TOP_LEVEL_KEYS)
     with _gc_paused():
         if progress is None:
             frames = list(chunks.map(reader.decode, reader.chunk, _Decoded.count))
@@ -248,6 +249,12 @@ def read(
         meta.warnings.append(
             f"{repaired:,} characters in strings were lone UTF-16 surrogate escapes or bytes "
             "that are not UTF-8: replaced by U+FFFD"
+        )
+    if chunks.skipped_bytes >= SKIPPED_WARN_BYTES:
+        names = ", ".join(repr(k) for k in chunks.skipped_members)
+        meta.warnings.append(
+            f"{size_text(chunks.skipped_bytes)} of top-level members ccdiag does not read "
+            f"({names}) skipped unread"
         )
     shared = _shared_correlations(events)
     if shared:
@@ -1030,6 +1037,25 @@ def _find_key_list(obj: Any, key: str, depth: int = 0) -> list[Any] | None:
         if found is not None:
             return found
     return None
+
+
+#: The top-level members of a trace that are read (:func:`_meta`, :func:`_gpu_names`); the
+#: others are skipped unread, their bytes counted (a warning from ``SKIPPED_WARN_BYTES`` on).
+TOP_LEVEL_KEYS = frozenset(
+    {
+        "schemaVersion",
+        "deviceProperties",
+        "distributedInfo",
+        "metadata",
+        "pytorch_version",
+        "torch_version",
+        "pytorch",
+        "cupti_version",
+        "cuda_runtime_version",
+        "cuda_driver_version",
+    }
+)
+SKIPPED_WARN_BYTES = 1 << 20
 
 
 def _meta(path: Path, doc: dict[str, Any], reader: _Reader) -> TraceMeta:

@@ -47,6 +47,7 @@ from ccdiag.parsers import _nsys_meta
 from ccdiag.parsers import _sqlite_fetch as fetcher
 
 from ccdiag.errors import InputError
+from ccdiag.frame import align_chunks
 from ccdiag.progress import Progress
 from ccdiag.schema import EVENT_COLUMNS, Trace, TraceMeta, filter_events
 
@@ -401,7 +402,15 @@ class _Ctx:
                 df = mark_graph_launched(df, launches)
             out.append(conform(df).with_columns(df[_ROW_HASH]))
             self.tick()
-        return self.drop_duplicates(_concat(out), table)
+        return self.valid(self.drop_duplicates(_concat(out), table))
+
+    def valid(self, df: pl.DataFrame) -> pl.DataFrame:
+        """The schema's check, table by table (the peak is one table's copy, not all of them):
+        rows that break it are dropped and counted by ``filter_events``."""
+        good, invalid = filter_events(df)
+        for reason, n in invalid.items():
+            self.skip(reason, n)
+        return good
 
     def drop_duplicates(self, df: pl.DataFrame, table: str) -> pl.DataFrame:
         """Rows identical to an earlier row of the table in every column read are dropped, and
@@ -694,7 +703,7 @@ def conform(df: pl.DataFrame) -> pl.DataFrame:
     """Keep exactly the event columns, typed and in order (absent ones null, rank 0).
 
     Int32 columns (``device``, ``rank``, ``step``) are Int64 here: a value out of range is
-    counted and dropped by ``filter_events`` (which casts) at the end, instead of failing here.
+    counted and dropped by ``filter_events`` (which casts), table by table, instead of failing here.
     """
     cols = []
     for col, schema_dtype in EVENT_COLUMNS.items():
@@ -846,9 +855,9 @@ def read(
     if rank is None and env_rank is not None and _gpu_processes(events) <= 1:
         rank = env_rank  # one rank profiled on its own: its RANK environment variable
     events, ranks, rank_warning = assign_ranks(events, rank)
-    events, invalid = filter_events(events)
-    for reason, n in invalid.items():
-        skipped[reason] = skipped.get(reason, 0) + n
+    # every table passed filter_events already; ranks are Int32: only a no-op cast is left
+    # (free on aligned chunks; on misaligned ones polars would first copy every column)
+    events = align_chunks(events).select(pl.col(c).cast(t) for c, t in EVENT_COLUMNS.items())
     fields["warnings"] += [rank_warning] if rank_warning else []
     if absent:
         fields["extra"]["nsys_tables_absent"] = ",".join(absent)

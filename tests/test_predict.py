@@ -188,3 +188,96 @@ def test_blocking_queued_copies_do_not_keep_their_queue_wait_as_latency() -> Non
     aware = replay(t, Injection(copies_blocking=True), costs=RowCosts(queue_aware=True))
     added = float(aware.steps["dur_ns"].median()) - base
     assert 0 < added < 300_000
+
+
+EMULATED = REPO / "scripts" / "platforms" / "b200_emulated.yaml"
+VALIDATION = REPO / "validation"
+
+
+def _zero_cost() -> object:
+    """The emulated B200 profile with every cost at zero (bandwidths at ~infinity)."""
+    from ccdiag.platforms import load_platform
+
+    p = load_platform(EMULATED)
+    upd = {}
+    for key in ("kernel_launch_toll_ns", "graph_launch_toll_ns", "copy_toll_ns"):
+        upd[key] = getattr(p, key).model_copy(update={"value": 0.0, "low": 0.0, "high": 0.0})
+    upd["copy_bandwidth_gbps"] = p.copy_bandwidth_gbps.model_copy(
+        update={"value": 1e12, "low": 1e12, "high": 1e12}
+    )
+    return p.model_copy(update=upd)
+
+
+@pytest.mark.parametrize(
+    "pair", ["tv_train_settled_both", "serve_graph_async", "serve_graph_drain", "kv_offload_gpu"]
+)
+def test_a_zero_cost_platform_replays_the_cc_off_step_itself(pair: str) -> None:
+    # regression (real traces): serve_graph_async's event synchronize on step i-1's readback was
+    # replayed as a device-wide wait (the CC-off replay came out +11 %); serve_graph_drain's
+    # worker thread was laid on the main thread's timeline
+    from ccdiag.predict import ablation
+
+    t = trace(f"validation/{pair}/baseline.json.gz")
+    traced = float(t.steps["dur_ns"].median())
+    # act
+    got = ablation(t, _zero_cost())  # type: ignore[arg-type]
+    # assert: with no cost, tolls and padded copies change nothing
+    assert got["baseline"] == traced
+    assert got["only_launch_toll"] == pytest.approx(traced, rel=1e-3)
+    if "only_serialized_copies" in got:
+        assert got["only_serialized_copies"] == pytest.approx(traced, rel=1e-3)
+
+
+def test_work_queued_before_the_trace_is_waited_for_once_not_every_step() -> None:
+    # regression (real trace, validation/tv_train_settled_both): a training loop that never
+    # synchronizes keeps the GPU ~57 ms behind the host; the stream's first row in the trace
+    # started 57 ms after its launch, the replay took that for a launch latency and gave it to
+    # every queued row, so blocking copies waited ~57 ms twice per step (+121 ms/step predicted;
+    # the ablation truth of that pair: +7.8 ms [2.4, 12.9])
+    from ccdiag.predict import ablation
+
+    t = trace("validation/tv_train_settled_both/baseline.json.gz")
+    truth = json.loads((VALIDATION / "tv_train_settled_both" / "ground_truth.json").read_text())
+    lo, hi = truth["impact_ns_per_step"]["blocked_non_blocking"]["ci95"]
+    # act
+    got = ablation(t, EMULATED)
+    # assert
+    added = got["only_blocked_non_blocking"] - got["baseline"]
+    assert lo <= added <= hi, added
+
+
+def test_a_drain_worker_is_not_laid_on_the_main_threads_timeline() -> None:
+    from ccdiag.predict import replay_threads
+    from ccdiag.replay import main_threads
+
+    t = trace("validation/serve_graph_drain/baseline.json.gz")
+    # the worker issues the readback and waits for it while the main thread launches the graph
+    assert main_threads(t).height == 2
+    assert replay_threads(t).height == 1
+    # PyTorch's autograd thread takes turns with the main thread: it stays
+    assert replay_threads(trace("validation/tv_train_settled_both/baseline.json.gz")).height == 2
+
+
+def test_copy_cost_at_host_pays_the_padding_inside_the_copy_call() -> None:
+    # the emulator pads a copy with a host busy wait (CCDIAG_EMU_COPY_PAD_AT=host); real CC makes
+    # the GPU copy slower: the profile says which
+    from ccdiag.platforms import load_platform
+    from ccdiag.predict import predict_with_trace
+
+    t = trace("sample_traces/kv_offload/baseline.json.gz")
+    host = load_platform(EMULATED)
+    assert host.copy_cost_at == "host"
+    gpu = host.model_copy(update={"copy_cost_at": "gpu"})
+    ev = t.events
+    copies = (ev["kind"] == "runtime") & ev["name"].str.starts_with("cudaMemcpyAsync")
+    memcpy = ev["kind"] == "memcpy"
+    out = {}
+    for name, plat in (("host", host), ("gpu", gpu)):
+        _, kept = predict_with_trace(t, plat, partition=False)
+        out[name] = (
+            float(kept.events.filter(copies)["dur_ns"].median()),
+            float(kept.events.filter(memcpy)["dur_ns"].median()),
+        )
+    # 1 MiB at 35 µs + bytes / 9.6 GB/s = 144 µs: on the host call, or on the GPU copy
+    assert out["host"][0] > 100_000 and out["host"][1] < 50_000
+    assert out["gpu"][1] > 100_000

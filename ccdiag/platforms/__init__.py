@@ -90,6 +90,12 @@ class Platform(BaseModel):
     uvm_bandwidth_gbps: Constant = Field(description="encryption throughput of UVM migrations")
     uvm_migration_toll_ns: Constant = Field(description="fixed cost of one UVM migration")
     context_creation_ns: Constant = Field(description="one-time: added to context creation")
+    copy_cost_at: Literal["gpu", "host"] = Field(
+        default="gpu",
+        description="where a host copy pays toll + bytes / bandwidth: gpu (real CC: the "
+        "bounce-buffer copy is the copy) or host (an LD_PRELOAD emulator's busy wait inside the "
+        "copy call)",
+    )
     notes: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

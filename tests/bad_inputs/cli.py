@@ -19,8 +19,12 @@ from pathlib import Path
 
 from conftest import REPO
 
-#: The reproducers of the independent fuzz run (issue 18), beside the clone in CI.
-REPRO = REPO.parent / "shared" / "fuzz-repro"
+#: The reproducers of the independent fuzz run (issue 18): a byte-for-byte copy of
+#: ../shared/fuzz-repro/ kept in the repository, because CI runs on a clean clone without
+#: ../shared (tests/test_hostile_repro.py checks the copy against the original where it exists).
+REPRO = Path(__file__).resolve().parent / "fuzz_repro"
+#: The original, beside the clone on the project's machines (absent in CI).
+SHARED_REPRO = REPO.parent / "shared" / "fuzz-repro"
 #: Every reproducer answers within this (issue 18: "≤ 30 s") on a quiet machine; on a loaded
 #: one, plus twice the time the CLI takes to refuse a two-byte file there (:func:`time_limit`).
 TIME_LIMIT_S = 30.0

@@ -448,6 +448,16 @@ def test_gpu_name_and_cc_flag_fall_back_to_gpu_info_json(tmp_path: Path) -> None
     assert meta.cc_mode == "devtools"  # CC reported on, yet GPU work was traced
 
 
+@pytest.mark.parametrize("bad_id", ["X'C041C8'", "'gpu0'", "1.5"])
+def test_a_gpu_id_that_is_not_an_integer_is_not_a_gpu(tmp_path: Path, bad_id: str) -> None:
+    # arrange: found by the fuzz run speed-sqlite-aligned (a blob id crashed int())
+    path = edited(EAGER, tmp_path, f"UPDATE TARGET_INFO_GPU SET id = {bad_id}")
+    # act
+    meta = nsys_sqlite.read(path).meta
+    # assert: the name comes from the GpuInfo JSON instead
+    assert meta.gpu == "NVIDIA H200"
+
+
 def test_a_host_only_export_is_read_with_a_warning(tmp_path: Path) -> None:
     """What CC mode 'on' gives: API calls, no GPU activity (NVIDIA/nvtrust#74)."""
     # arrange

@@ -17,8 +17,8 @@ from ccdiag.parsers import _sqlite_fetch, nsys_sqlite
 from nsys_fixtures import EAGER, count, edited
 
 REPO = Path(__file__).resolve().parents[2]
-#: The independent fuzz run's reproducers (CI has ../shared beside the clone).
-FUZZ_REPRO = REPO.parent / "shared" / "fuzz-repro"
+#: The independent fuzz run's reproducers, vendored (a clean clone has no ../shared beside it).
+FUZZ_REPRO = REPO / "tests" / "bad_inputs" / "fuzz_repro"  # vendored copy of ../shared/fuzz-repro
 SPARSE_REPROS = ["sqlite_sparse_rowid.sqlite", "sqlite_sparse_rowid_2e40.sqlite"]
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 #: The CLI in a child that writes its own peak RSS (KiB) to the file named first: VmHWM of its
