@@ -101,7 +101,7 @@ class HostCodeSlower(Rule):
                 f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f}) beyond "
                 "what their neighbouring calls explain"
             )
-        removal, per = hs.host_removal(ctx.seq_t, g, h)
+        removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched)
         claim = float(per["gap_launch"].mean() or 0) + float(per["gap_other"].mean() or 0)
         if claim < o.min_ns:
             return Outcome.clean(f"host gaps {1 + h:.2f}x, {claim / 1e3:.1f} us/step at most")
