@@ -847,7 +847,8 @@ def host_code_ops(report: Any) -> go.Figure:
     """Median duration of the cpu_op kinds without CUDA calls (the host-slowdown control)."""
     title = "Host code outside CUDA calls"
     ev = evidence(report, "host_slowdown")
-    ops = _get(ev, "ops", default=[]) or []
+    # the op-control path puts them at the top; the gap model beside its own basis
+    ops = _get(ev, "ops", default=[]) or _get(ev, "cpu_op_control", "ops", default=[]) or []
     if not ops:
         why = rule_reason(report, "host_slowdown")
         if ev:

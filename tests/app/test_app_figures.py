@@ -240,13 +240,14 @@ def test_sync_and_setup_figures_on_the_real_h100_pair() -> None:
 
 def test_host_code_ops_compare_the_control_ops_or_say_the_basis() -> None:
     # the CPU-neighbour pair has cpu_ops without CUDA calls (~1.8x slower); the real H100
-    # hotspot3D pair (nsys CSV) has none: its ratio comes from the gap fit, said, not drawn
+    # hotspot3D pair (nsys CSV) has none: its ratio comes from the matched host gaps, said,
+    # not drawn
     ddp = figures.host_code_ops(analysed("decode_eager_cpu").report)
     assert len(ddp.data) == 2 and len(ddp.data[0].y) >= 3
     assert "median duration per call" in ddp.layout.xaxis.title.text
     _readable(ddp)
     hot = figures.host_code_ops(analysed("ispass_hotspot3d_nor").report)
-    assert _is_not_measured(hot) and "slope of the host gaps" in _annotations(hot)
+    assert _is_not_measured(hot) and "matched host gaps" in _annotations(hot)
     _readable(hot)
 
 
