@@ -614,7 +614,7 @@ def copy_concurrency(report: Any, series: Series = None) -> go.Figure:
     fig.update_layout(barmode="group")
     parts = [
         f"{RUN_LABELS[r]}: {_get(ov, r, 'streams', default='?')} streams, overlap "
-        f"{fmt_share(_get(ov, r, 'overlap_ratio'))}"
+        f"{fmt_share(_get(ov, r, 'overlap_share'))}"
         for r in RUNS
         if _get(ov, r)
     ]

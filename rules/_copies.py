@@ -121,7 +121,7 @@ def copy_overlap(copies: pl.DataFrame) -> dict[str, Any]:
     ``concurrency`` = Σ copy durations / their union (1.0 = fully serialized).
     """
     if copies.height == 0:
-        return {"streams": 0, "concurrency": None, "overlap_ratio": None}
+        return {"streams": 0, "concurrency": None, "overlap_share": None}
     g = copies.select(
         "rank", "step", pl.col("gpu_start").alias("start_ns"), pl.col("gpu_dur").alias("dur_ns")
     )
@@ -131,7 +131,7 @@ def copy_overlap(copies: pl.DataFrame) -> dict[str, Any]:
     return {
         "streams": copies["stream"].n_unique(),
         "concurrency": None if conc is None else round(conc, 3),
-        "overlap_ratio": None if conc is None else round(1 - busy / total, 3),
+        "overlap_share": None if conc is None else round(1 - busy / total, 3),
     }
 
 

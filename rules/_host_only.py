@@ -32,8 +32,12 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
-from ccdiag.ledger import control as ctl, gpu as gp, stats as sts, vocab as vc
 from ccdiag.rules._base import Outcome, claims
+
+from ccdiag.ledger import control as ctl
+from ccdiag.ledger import gpu as gp
+from ccdiag.ledger import stats as sts
+from ccdiag.ledger import vocab as vc
 
 #: Setup-class calls that wait for the device to finish (the runtime synchronizes first).
 WAITING_SETUP = r"^cu(da)?(Free$|FreeHost|FreeAsync|MemFree$|MemFreeHost|DeviceReset|CtxDestroy)"

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ccdiag.ledger import control as ctl
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.ledger.align import GapModel
@@ -82,10 +83,6 @@ def trimmed_mean(x: np.ndarray) -> float:
     return float(kept.mean()) if kept.size else float(np.median(x))
 
 
-#: Matched calls a launch path needs to serve as the control of in-call growth.
-CONTROL_CALLS = 50
-
-
 def _path_gap(mp: pl.DataFrame, gaps: GapModel) -> tuple[float, float]:
     """A path's gap growth per call: its calls' keys' constants (before + after), weighted by
     the calls, and the variance of that mean."""
@@ -124,10 +121,8 @@ def path_tolls(
         if mp.height >= 3:
             fits[path] = (mp, *_in_call(mp), trimmed_mean(mp["b_dur"].to_numpy()))
     # the scaled part of each path's in-call growth (quantile fit) up to the host-code
-    # control's ratio is slower host code, the rest a toll
-    rates = [max(f[4] - 1.0, 0.0) for f in fits.values() if f[0].height >= CONTROL_CALLS]
-    control = max((host_ratio or 1.0) - 1.0, 0.0)
-    common = min(min(rates), control) if rates else 0.0
+    # control's ratio is slower host code (HS01 claims it), the rest a toll
+    common = ctl.call_scale(matched, host_ratio)
     out = []
     for path, (mp, in_call, se, add, scale, mean_b) in fits.items():
         in_call -= common * mean_b

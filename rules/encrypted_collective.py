@@ -9,7 +9,9 @@ import polars as pl
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag import collectives as cc
-from ccdiag.ledger import align as al, gpu as gp, stats
+from ccdiag.ledger import align as al
+from ccdiag.ledger import gpu as gp
+from ccdiag.ledger import stats
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -149,7 +151,9 @@ class EncryptedCollective(Rule):
 
 
 def _how(p: cc.Prediction) -> str:
-    return p.method + ("" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)")
+    return p.method + (
+        "" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)"
+    )
 
 
 def _is_ddp(ctx: RuleContext) -> bool:

@@ -10,6 +10,7 @@ import polars as pl
 from ccdiag.rules import _host as hs
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
+from ccdiag.ledger import control as ctl
 from ccdiag.schema import Kind
 from ccdiag.verdict import Recommendation
 
@@ -101,23 +102,29 @@ class HostCodeSlower(Rule):
                 f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f}) beyond "
                 "what their neighbouring calls explain"
             )
-        removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched)
-        claim = float(per["gap_launch"].mean() or 0) + float(per["gap_other"].mean() or 0)
+        sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
+        control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
+        scale = ctl.call_scale(ctx.matched, control)
+        removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched, scale)
+        parts = ("gap_launch", "gap_other", "launch_api", "other_api")
+        claim = sum(float(per[c].mean() or 0) for c in parts)
         if claim < o.min_ns:
             return Outcome.clean(f"host gaps {1 + h:.2f}x, {claim / 1e3:.1f} us/step at most")
-        cl = pl.concat([claims(per, c, c) for c in ("gap_launch", "gap_other")])
+        cl = pl.concat([claims(per, c, c) for c in parts])
         ev = {
             "ratio": round(1.0 + h, 3),
             "robust_ratio": round(1.0 + g.h, 3),
             "basis": f"{g.n} matched host gaps, growth in proportion to their length (z {z:.1f})",
-            "gap_growth_per_ns": round(h, 4),
+            "gap_growth_share": round(h, 4),  # growth per ns of gap
             "explained_by_neighbouring_calls_ns": {k: int(g.per_call(k)) for k in g.before},
             "cpu_op_control": ctx.slowdown,
+            "call_growth_share": round(scale, 4),  # per ns of matched launch / other call
             "paid_ns_per_step": int(claim),
             "published": "TDX guests: first touch of each 4 KB page is expensive; THP cuts it 512x",
         }  # fmt: skip
         summary = f"host gaps no call explains grew {1 + h:.2f}x ({g.n} matched gaps)"
-        sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
+        if scale > 0:
+            summary += f", calls {1 + scale:.2f}x like the host-code control"
         agree = sd["op_kinds"] >= o.min_control_kinds and sd["mean_ratio"] >= o.min_ratio
         conf = "medium" if agree else "low"
         return self.fired(cl, summary, ev, conf, removal=removal, ratio=1.0 + h)

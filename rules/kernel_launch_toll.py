@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
-from ccdiag.rules import _tolls as tl
 from ccdiag.rules import _host_only as hx
+from ccdiag.rules import _tolls as tl
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
-from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
 from ccdiag.units import duration
 from ccdiag.verdict import Recommendation

@@ -107,7 +107,11 @@ class OneTimeSetup(Rule):
         summary = (
             f"setup calls +{d / 1e6:.1f} ms/step (largest: {big['name']} {big['ns'] / 1e6:.0f} ms)"
         )
-        rm = None if ctx.host_only else al.call_growth_removal(ctx.matched.filter(pl.col("cls") == "setup"))
+        rm = (
+            None
+            if ctx.host_only
+            else al.call_growth_removal(ctx.matched.filter(pl.col("cls") == "setup"))
+        )
         return self.fired(claims(growth, "setup_api", col), summary, ev, "high", removal=rm)
 
     # ----------------------------------------------------------------- host-only branch

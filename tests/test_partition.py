@@ -201,14 +201,24 @@ def test_a_cpu_neighbour_is_host_slowdown_not_launch_toll() -> None:
     6.03 ms (the README's table judges the split); here: HS01 finds the slower host code in the
     matched host gaps beside no tolled launch (the cpu_op control agrees: medium confidence)
     and leads; the toll, whose Shapley truth is ~0 here, stays below 3 %. Known miss: HS01 gets
-    ~4.8 of the truth's 6.08 ms (the neighbour's cost in the gaps beside tolled launches is not
-    claimed: it cannot be told from the toll's side effects there), ~21 % unattributed."""
+    4.33 of the truth's 6.08 ms (the neighbour's cost in the gaps beside tolled launches is not
+    claimed: it cannot be told from the toll's side effects there), 28 % unattributed."""
     r = api.diagnose(*_pair("decode_eager_cpu"))
     att = {a.mechanism: a for a in r.attribution}
     host = att["host_slowdown"]
     assert r.attribution[0].mechanism == "host_slowdown" and host.confidence == "medium"
     assert host.evidence["ratio"] > 1.4 and "matched host gaps" in host.evidence["basis"]
     assert "launch_toll" not in att or abs(att["launch_toll"].share) < 0.03
-    assert abs(r.unattributed_share) < 0.25
     truth = json.loads((SAMPLES / "decode_eager_cpu" / "ground_truth.json").read_text())
     assert truth["cpu_neighbour"]["nice"] == 5 and "host_slowdown" in truth["mechanisms"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a miss, not a pass: 28 % unattributed (HS01 4.33 of the truth's 6.08 ms/step) since "
+    "HS01 takes no more from a step's matched gaps than they grew in all (was 21 %, 4.8 ms, "
+    "with estimates above the gaps' growth)",
+)
+def test_a_cpu_neighbour_leaves_at_most_a_quarter_unattributed() -> None:
+    r = api.diagnose(*_pair("decode_eager_cpu"))
+    assert abs(r.unattributed_share) < 0.25

@@ -99,3 +99,26 @@ def toll_fit(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
         return {"toll_ns": int(np.median(qt - qb)), "slope": 1.0}
     slope, toll = np.polyfit(qb, qt, 1)
     return {"toll_ns": int(toll), "slope": round(float(slope), 3)}
+
+
+#: Matched launch calls a launch path needs to serve as the control of in-call growth.
+CONTROL_CALLS = 50
+
+
+def call_scale(matched: pl.DataFrame, host_ratio: float | None) -> float:
+    """Growth per ns of call that slower host code explains, not a toll: the least scale of the
+    launch paths' matched durations (quantile fit, paths with :data:`CONTROL_CALLS` calls or
+    more) up to the host-code control's ratio (``host_ratio``: cpu_ops that make no CUDA call,
+    treatment / baseline; None without a control: then 0, nothing is taken off a toll).
+
+    The launch-toll rule takes it off its in-call growth; the host-code rule claims it (a
+    CPU-bound neighbour lengthens the calls as well as the gaps between them)."""
+    if not host_ratio or host_ratio <= 1.0:
+        return 0.0
+    launches = matched.filter((pl.col("cls") == "launch") & pl.col("path").is_not_null())
+    rates = []
+    for _path, mp in launches.group_by("path"):
+        if mp.height >= CONTROL_CALLS:
+            fit = toll_fit(mp["b_dur"], mp["t_dur"])
+            rates.append(max(float(fit["slope"]) - 1.0, 0.0))
+    return min(min(rates), host_ratio - 1.0) if rates else 0.0

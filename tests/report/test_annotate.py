@@ -107,11 +107,12 @@ def test_where_tracks_sit_on_the_treatment_intervals_of_each_mechanism(tmp_path:
             assert len(host) == len(copy_calls) and len(gpu) == len(copy_calls)
             assert all((e["ts"], e["dur"]) in spans for e in gpu)
             assert all(e["name"] == "cudaMemcpyAsync" for e in host)
-    # the launch toll: each launch call and the gap before it
+    # no launch toll was injected (ground_truth.json): LA01 is clean, no where-track for it
     launches = [
         e for e in added if e["tid"] == tid.get("where: launch_toll", -1) and e["ph"] == "X"
     ]
-    assert result["report"].attribution[-1].mechanism == "launch_toll" and not launches
+    assert "launch_toll" not in {a.mechanism for a in result["report"].attribution}
+    assert not launches
 
 
 def test_per_step_mechanism_events_add_up_to_the_partition(tmp_path: Path):
