@@ -311,7 +311,7 @@ def main() -> None:
                 + "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
-                *[x if x.startswith("**") else "#" + x + "\n" for x in scores],
+                "\n\n".join(x if x.startswith("**") else "#" + x for x in scores),
                 "",
                 f"Every row, with the misses: [{rel}]({rel}).",
             ]
