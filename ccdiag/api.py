@@ -523,6 +523,8 @@ def _option_value(code: str, name: str, value: Any, default: Any) -> Any:
         return kind(float(value)) if kind is int and "e" in value.lower() else kind(value)
     except (KeyError, ValueError):
         raise InputError(None, f"{code}.{name} must be {kind.__name__}, got '{value}'") from None
+
+
 # --- predict (issue 13): the CC cost of a CC-off trace on a platform profile
 
 

@@ -276,6 +276,8 @@ def _swap_hint(report: Report) -> None:
         f"ccdiag: hint: {why}: are BASELINE and TREATMENT swapped? "
         "Give the CC-off run first, the CC-on run second.\n"
     )
+
+
 def _partial_job(report: Report) -> None:
     """A job with ranks that have no result: the report is out, and the exit status says so."""
     missing = report.job.missing_ranks if report.job is not None else []
@@ -284,7 +286,9 @@ def _partial_job(report: Report) -> None:
     errors = {r.rank: r.error for r in report.ranks or [] if r.error}
     first = errors.get(missing[0], "no result")
     more = f" (and {len(missing) - 1} more rank(s))" if len(missing) > 1 else ""
-    sys.stderr.write(f"ccdiag: partial result: rank {missing[0]} failed: {first}{more}"[:300] + "\n")
+    sys.stderr.write(
+        f"ccdiag: partial result: rank {missing[0]} failed: {first}{more}"[:300] + "\n"
+    )
     raise typer.Exit(2)
 
 

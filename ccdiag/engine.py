@@ -38,6 +38,7 @@ from ccdiag.pairing import Pair, spread
 from ccdiag.rules import REGISTRY
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext
 from ccdiag.shapley import MAX_PLAYERS, ShapleyResult, replay_attribution
+from ccdiag.units import duration
 from ccdiag.verdict import (
     Attribution,
     LedgerRow,
@@ -290,18 +291,11 @@ def _confidence(f: Finding, pair: Pair) -> Literal["low", "medium", "high"]:
 
 
 def _fmt(ns: float) -> str:
-    a = abs(ns)
-    return (
-        f"{ns / 1e9:.2f} s"
-        if a >= 1e9
-        else f"{ns / 1e6:.2f} ms"
-        if a >= 1e6
-        else f"{ns / 1e3:.1f} us"
-    )
+    return duration(ns)
 
 
 def _signed(ns: float) -> str:
-    """``+1.61 ms`` / ``-300.0 us``: never ``+-`` (a treatment faster than its baseline)."""
+    """``+1.61 ms`` / ``-300.0 µs``: never ``+-`` (a treatment faster than its baseline)."""
     return ("+" if ns >= 0 else "-") + _fmt(abs(ns))
 
 

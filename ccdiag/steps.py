@@ -305,9 +305,7 @@ def _main_sequences(host: pl.DataFrame) -> dict[int, pl.DataFrame]:
     counts = (
         top.group_by(keys)
         .agg(preferred.sum().alias("pref"), pl.len().alias("len"))
-        .sort(
-            ["rank", "pref", "len", "pid", "tid"], descending=[False, True, True, False, False]
-        )
+        .sort(["rank", "pref", "len", "pid", "tid"], descending=[False, True, True, False, False])
     )
     main = counts.unique("rank", keep="first", maintain_order=True).select(keys)
     seq = top.join(main, on=keys).sort("rank", "start_ns")

@@ -79,7 +79,11 @@ def quantity(key: str, v: object) -> str:
         return duration(v)
     if "bytes" in k and "per_s" not in k:
         return size(v)
-    if k == "share" or k.startswith(("share_", "overlap_")) or k.endswith(("utilization", "_share")):
+    if (
+        k == "share"
+        or k.startswith(("share_", "overlap_"))
+        or k.endswith(("utilization", "_share"))
+    ):
         return share(v)
     if k == "ratio" or k.endswith("_ratio"):  # treatment / baseline
         return f"{v:.2f}x"

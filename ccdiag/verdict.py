@@ -292,7 +292,9 @@ class RankResult(_Model):
     step_ns: RankStepNs | None = None
     attribution: list[MechanismNs] = Field(default_factory=list)
     unattributed_ns_per_step: int = 0
-    files: list[str] = Field(default_factory=list, description="file names, baseline then treatment")
+    files: list[str] = Field(
+        default_factory=list, description="file names, baseline then treatment"
+    )
     error: str | None = Field(default=None, description="why this rank has no result")
 
 

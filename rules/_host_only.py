@@ -38,6 +38,7 @@ from ccdiag.ledger import control as ctl
 from ccdiag.ledger import gpu as gp
 from ccdiag.ledger import stats as sts
 from ccdiag.ledger import vocab as vc
+from ccdiag.units import duration
 
 #: Setup-class calls that wait for the device to finish (the runtime synchronizes first).
 WAITING_SETUP = r"^cu(da)?(Free$|FreeHost|FreeAsync|MemFree$|MemFreeHost|DeviceReset|CtxDestroy)"
@@ -305,8 +306,8 @@ def launch_toll_outcome(rule: Any, ctx: Any) -> Outcome:
         "toll_location": " + ".join(where) or "-",
         "published": "B200 3.45 -> 15.7 us per launch; H100 (ISPASS) 4.9 -> 10.0 us median",
     }  # fmt: skip
-    per_launch = (max(toll, 0) + gap_toll) / 1e3
-    summary = f"{n} launches/step, ~{per_launch:.1f} us more per launch (API trace, host-only)"
+    per_launch = max(toll, 0) + gap_toll
+    summary = f"{n} launches/step, ~{duration(per_launch)} more per launch (API trace, host-only)"
     cl = pl.concat([claims(lt["claims"], "launch_api", "ns"),
                     claims(lt["gap_claims"], "gap_launch", "ns")])  # fmt: skip
     return rule.fired(cl, summary, ev, "low", launches=n, graphs=graphs, tolls={})
@@ -331,7 +332,7 @@ def uvm_outcome(rule: Any, ctx: Any) -> Outcome:
     kb, kt = k["baseline"] or 0.0, k["treatment"] or 0.0
     if not any(m.values()):
         return Outcome.clean(
-            f"kernel time {kb / 1e6:.2f} -> {kt / 1e6:.2f} ms/step but no managed memory "
+            f"kernel time {kb / 1e6:.2f} -> {duration(kt)}/step but no managed memory "
             "(no cudaMallocManaged, no UVM rows): kernel growth is not attributed to UVM"
         )
     cl = [claims(sp["explained"][w], sp["category"][w], "ns") for w in WAIT_ORDER]
@@ -343,8 +344,8 @@ def uvm_outcome(rule: Any, ctx: Any) -> Outcome:
     explained = sum(sp["explained_ns"].values())
     if explained + memset_ns < rule.options.min_growth_ns:
         return Outcome.clean(
-            f"kernel time {kb / 1e6:.2f} -> {kt / 1e6:.2f} ms/step; the calls that wait for "
-            f"kernels grew {sum(waiting.values()) / 1e6:.2f} ms/step"
+            f"kernel time {kb / 1e6:.2f} -> {duration(kt)}/step; the calls that wait for "
+            f"kernels grew {duration(sum(waiting.values()))}/step"
         )
     ev = {
         "method": (
@@ -370,9 +371,9 @@ def uvm_outcome(rule: Any, ctx: Any) -> Outcome:
         "published": "H100 UVM builds: kernel time up to ~250x (3DCONV 51.7 -> 12,971 ms)",
     }
     summary = (
-        f"kernels {kb / 1e6:.1f} -> {kt / 1e6:.1f} ms/step (summary tables), waited for by "
-        f"the host: {explained / 1e6:.1f} ms/step"
-        + (f"; memsets on managed memory +{memset_ns / 1e6:.1f} ms" if memset_ns else "")
+        f"kernels {kb / 1e6:.1f} -> {duration(kt)}/step (summary tables), waited for by "
+        f"the host: {duration(explained)}/step"
+        + (f"; memsets on managed memory +{duration(memset_ns)}" if memset_ns else "")
     )
     return rule.fired(pl.concat(cl), summary, ev, "low", bytes=0)
 
@@ -392,7 +393,7 @@ def sync_stall_outcome(rule: Any, ctx: Any) -> Outcome:
     d_sync = float(led["d_sync_api"].mean() or 0)
     if sp["kernel_growth_ns"] is None:
         return Outcome.skipped(
-            f"synchronize calls grew {d_sync / 1e6:.2f} ms/step, but the treatment's kernel "
+            f"synchronize calls grew {duration(d_sync)}/step, but the treatment's kernel "
             f"time is unknown ({sp['kernel_ns']['source']['treatment']}): waiting for slower "
             "kernels cannot be told apart from a slower wake-up per sync; left unattributed"
         )
@@ -406,8 +407,7 @@ def sync_stall_outcome(rule: Any, ctx: Any) -> Outcome:
     per_call = float(rest["c"].mean() or 0) / max(n, 1.0)
     if per_call < rule.options.min_floor_ns:
         return Outcome.clean(
-            f"sync growth beyond the kernel-time growth: {per_call / 1e3:.1f} us per call "
-            "(host-only)"
+            f"sync growth beyond the kernel-time growth: {duration(per_call)} per call (host-only)"
         )
     ev = {
         "method": (
@@ -425,7 +425,7 @@ def sync_stall_outcome(rule: Any, ctx: Any) -> Outcome:
         ),
         "published": "H100 cudaEventSynchronize 4.1 -> 15.4 us; DeviceSynchronize +13-17 us",
     }
-    summary = f"{n:.0f} syncs/step, ~{per_call / 1e3:.1f} us more each beyond the kernel growth"
+    summary = f"{n:.0f} syncs/step, ~{duration(per_call)} more each beyond the kernel growth"
     return rule.fired(claims(rest, "sync_api", "c"), summary, ev, "low", n=n)
 
 
@@ -445,7 +445,7 @@ def copies_outcome(rule: Any, ctx: Any) -> Outcome:
     n = float(sts.per_step_median(kt, pl.len()))
     per_copy = float(rest["c"].mean() or 0) / max(n, 1.0)
     if per_copy < rule.options.min_growth_ns:
-        return Outcome.clean(f"copy calls grew {per_copy / 1e3:.1f} us each (host-only)")
+        return Outcome.clean(f"copy calls grew {duration(per_copy)} each (host-only)")
     kinds = kb.filter(pl.col("copy_kind").is_not_null())
     ev = {
         "method": (
@@ -474,7 +474,7 @@ def copies_outcome(rule: Any, ctx: Any) -> Outcome:
         ),
         "published": "H100 pinned H2D 1 MB 39.9 -> 2.63 GB/s; 64 B 2.1 -> 21.9 us (ISPASS)",
     }  # fmt: skip
-    summary = f"{n:.0f} copy calls/step, ~{per_copy / 1e3:.1f} us longer each (API trace)"
+    summary = f"{n:.0f} copy calls/step, ~{duration(per_copy)} longer each (API trace)"
     cl = claims(rest, "copy_api", "c")
     return rule.fired(cl, summary, ev, "low", n_small=0, toll_ns=int(per_copy), large_share=0.0)
 
@@ -495,7 +495,7 @@ def launch_toll_ops_outcome(rule: Any, ctx: Any) -> Outcome:
         "toll_per_launch_ns_estimate": int(per_launch),
         "method": "growth of ops that launched kernels in the baseline / its launches per step",
     }
-    summary = f"launching ops grew ~{per_launch / 1e3:.1f} us per baseline launch (host-only)"
+    summary = f"launching ops grew ~{duration(per_launch)} per baseline launch (host-only)"
     cl = claims(led, "op_launch", "d_op_launch")
     return rule.fired(cl, summary, ev, "low", launches=int(per_step), graphs=0)
 

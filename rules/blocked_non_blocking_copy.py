@@ -21,6 +21,7 @@ from ccdiag.rules._base import (
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
+from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
 
 
@@ -97,7 +98,7 @@ class BlockedNonBlockingCopy(Rule):
         st = stats.aligned_delta(ctx.pair.aligned, cp.copy_steps(cb), cp.copy_steps(ct), cols)
         grow = float(st["d_blocked_async_ns"].median() or 0)
         if grow < self.options.min_blocked_ns:
-            return Outcome.clean(f"host time blocked in async copy calls grew {grow / 1e3:.1f} us")
+            return Outcome.clean(f"host time blocked in async copy calls grew {duration(grow)}")
         seg = ctx.category_growth(lambda s: cp.post_copy_exposure(ctx, s), vc.HOST_CATEGORIES)
         win = ctx.category_growth(lambda s: cp.copy_window_classes(ctx, s), tuple(cp.GPU_BUSY))
         led, busy = ctx.ledger, ctx.busy
@@ -108,7 +109,7 @@ class BlockedNonBlockingCopy(Rule):
         ev = cp.blocked_evidence(st, cb, ct, busy, led)
         inter = cp.padding_interaction(st, led, busy)  # CP01's cost that blocking exposed
         ev["padding_exposed_by_blocking_ns_per_step"] = int(vc.num(inter["ns"].median()))
-        summary = f"async copy calls now block the host: +{grow / 1e3:.1f} us/step inside them"
+        summary = f"async copy calls now block the host: +{duration(grow)}/step inside them"
         conf = "high" if grow > 5 * self.options.min_blocked_ns else "medium"
         its = (Interaction("serialized_copies", "copy_api", inter, 0.5, "see CP02 Evidence"),)
         rm = cp.blocking_removal(ctx.matched)
@@ -117,7 +118,7 @@ class BlockedNonBlockingCopy(Rule):
     def _host_only(self, ctx: RuleContext) -> Outcome:
         d = float(ctx.ledger["d_op_copy_async"].median() or 0)
         if d < self.options.min_blocked_ns:
-            return Outcome.clean(f"non_blocking copy ops grew {d / 1e3:.1f} us/step")
+            return Outcome.clean(f"non_blocking copy ops grew {duration(d)}/step")
         ops = ctx.calls_t.filter(pl.col("cls") == "op_copy_async")
         ev = {
             "non_blocking_copy_ops_ns_per_step": int(d),
@@ -125,7 +126,7 @@ class BlockedNonBlockingCopy(Rule):
             "method": "host-only: growth of copy ops recorded with non_blocking=True",
         }
         cl = claims(ctx.ledger, "op_copy_async", "d_op_copy_async")
-        summary = f"non_blocking copy ops grew {d / 1e3:.1f} us/step (host-only)"
+        summary = f"non_blocking copy ops grew {duration(d)}/step (host-only)"
         return self.fired(cl, summary, ev, "low", vllm=_is_vllm(ctx))
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:

@@ -13,6 +13,7 @@ from ccdiag.ledger import align as al
 from ccdiag.ledger import gpu as gp
 from ccdiag.ledger import stats
 from ccdiag.schema import Kind
+from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
 
 
@@ -80,7 +81,7 @@ class EncryptedCollective(Rule):
             return Outcome.skipped("no collective (NCCL) kernels in the treatment")
         b, t = (float(ctx.busy[f"{p}_collective"].median() or 0) for p in ("b", "t"))
         if t - b < self.options.min_growth_ns or t < self.options.min_ratio * max(b, 1):
-            return Outcome.clean(f"collective busy time {b / 1e3:.1f} -> {t / 1e3:.1f} us/step")
+            return Outcome.clean(f"collective busy time {b / 1e3:.1f} -> {duration(t)}/step")
         meta = ctx.pair.treatment.trace.meta
         world = meta.world_size or max(ctx.pair.treatment.trace.events["rank"].n_unique(), 1)
         k = stats.per_step_median(gt, pl.len())
@@ -120,7 +121,7 @@ class EncryptedCollective(Rule):
             "bytes_per_step": int(nbytes),
             "published": "B200 all-reduce 185 -> 156 GB/s; all-to-all 149 -> 130 GB/s",
         }  # fmt: skip
-        summary = f"collective kernels {b / 1e3:.1f} -> {t / 1e3:.1f} us/step ({k:.0f} per step)"
+        summary = f"collective kernels {b / 1e3:.1f} -> {duration(t)}/step ({k:.0f} per step)"
         cl = claims(ctx.ledger, "gpu_collective", "d_gpu_collective")
         rm = al.gpu_growth_removal(ctx.matched_gpu, ["collective"])
         facts = {"k": k, "world": world, "cf": cf, "ddp": _is_ddp(ctx), "grew": t - b}
@@ -151,9 +152,7 @@ class EncryptedCollective(Rule):
 
 
 def _how(p: cc.Prediction) -> str:
-    return p.method + (
-        "" if p.upper_ns is None else f" (upper bound {p.upper_ns / 1e3:.0f} us/step)"
-    )
+    return p.method + ("" if p.upper_ns is None else f" (upper bound {duration(p.upper_ns)}/step)")
 
 
 def _is_ddp(ctx: RuleContext) -> bool:

@@ -12,6 +12,7 @@ from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt,
 
 from ccdiag.ledger import control as ctl
 from ccdiag.schema import Kind
+from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
 
 #: Host categories whose time is host code: its own, and the CUDA runtime's inside launch calls.
@@ -109,7 +110,7 @@ class HostCodeSlower(Rule):
         parts = ("gap_launch", "gap_other", "launch_api", "other_api")
         claim = sum(float(per[c].mean() or 0) for c in parts)
         if claim < o.min_ns:
-            return Outcome.clean(f"host gaps {1 + h:.2f}x, {claim / 1e3:.1f} us/step at most")
+            return Outcome.clean(f"host gaps {1 + h:.2f}x, {duration(claim)}/step at most")
         cl = pl.concat([claims(per, c, c) for c in parts])
         ev = {
             "ratio": round(1.0 + h, 3),
@@ -139,7 +140,7 @@ class HostCodeSlower(Rule):
             return Outcome.clean(f"host code {ratio:.2f}x ({basis})")
         per, claim = hs.ops_claims(ctx.ledger, ratio, HOST_CODE)
         if claim < self.options.min_ns:
-            return Outcome.clean(f"host code {ratio:.2f}x, {claim / 1e3:.1f} us/step at most")
+            return Outcome.clean(f"host code {ratio:.2f}x, {duration(claim)}/step at most")
         cl = pl.concat([claims(per, c, c) for c in HOST_CODE])
         ev = {"ratio": round(ratio, 3), "basis": basis, "ops": sd.get("ops", []),
               "claimed_ns_per_step": int(claim)}  # fmt: skip

@@ -13,6 +13,7 @@ from ccdiag.ledger import align as al
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Kind
+from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
 
 
@@ -77,7 +78,7 @@ class OneTimeSetup(Rule):
     def _evaluate(self, ctx: RuleContext, growth: pl.DataFrame, col: str) -> Outcome:
         d = vc.num(growth[col].median())
         if d < self.options.min_growth_ns:
-            return Outcome.clean(f"setup API time grew {d / 1e3:.1f} us/step")
+            return Outcome.clean(f"setup API time grew {duration(d)}/step")
         sb, st = (c.filter(pl.col("cls") == "setup") for c in (ctx.calls_b, ctx.calls_t))
 
         def calls(df: pl.DataFrame) -> list:
@@ -105,7 +106,7 @@ class OneTimeSetup(Rule):
             largest["treatment"][0] if largest["treatment"] else {"name": "?", "ns": 0}
         )
         summary = (
-            f"setup calls +{d / 1e6:.1f} ms/step (largest: {big['name']} {big['ns'] / 1e6:.0f} ms)"
+            f"setup calls +{duration(d)}/step (largest: {big['name']} {big['ns'] / 1e6:.0f} ms)"
         )
         rm = (
             None

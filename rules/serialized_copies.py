@@ -12,6 +12,7 @@ from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt,
 
 from ccdiag.ledger import stats
 from ccdiag.schema import Kind
+from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
 
 
@@ -80,7 +81,7 @@ class SerializedCopies(Rule):
             if d < self.options.min_growth_ns:
                 return Outcome.clean("blocking copy ops did not grow")
             ev = {"op_copy_growth_ns_per_step": int(d), "method": "host-only: blocking copy ops"}
-            cl, summary = claims(ctx.ledger, "op_copy", "d_op_copy"), f"copy ops +{d / 1e3:.1f} us"
+            cl, summary = claims(ctx.ledger, "op_copy", "d_op_copy"), f"copy ops +{duration(d)}"
             return self.fired(cl, summary, ev, "low", n_small=0, toll_ns=0, large_share=0.0)
         if ctx.host_only:  # no GPU trace in the treatment: rules/_host_only.py
             return hx.copies_outcome(self, ctx)
@@ -96,7 +97,7 @@ class SerializedCopies(Rule):
         grew = mt - mb >= self.options.min_growth_ns and mt >= self.options.min_ratio * mb
         serial = cb_ > 1.2 and ct_ < 0.8 * cb_
         if not (grew or serial):
-            return Outcome.clean(f"median copy latency {mb / 1e3:.1f} -> {mt / 1e3:.1f} us")
+            return Outcome.clean(f"median copy latency {mb / 1e3:.1f} -> {duration(mt)}")
         led = ctx.ledger
         cl = pl.concat(
             [claims(led, "copy_api", "d_copy_api"), claims(led, "gpu_copy", "d_gpu_copy")]
@@ -120,8 +121,8 @@ class SerializedCopies(Rule):
         ft = fit["treatment"]
         bw = f", {ft['gbps']:.1f} GB/s" if ft["gbps"] else ""
         summary = (
-            f"median copy latency {mb / 1e3:.1f} -> {mt / 1e3:.1f} us; fitted toll "
-            f"{ft['toll_ns'] / 1e3:.1f} us{bw}" + ("; copies no longer overlap" if serial else "")
+            f"median copy latency {mb / 1e3:.1f} -> {duration(mt)}; fitted toll "
+            f"{duration(ft['toll_ns'])}{bw}" + ("; copies no longer overlap" if serial else "")
         )
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"
         small = ct.filter(pl.col("bytes") < self.options.small_bytes)
@@ -141,7 +142,7 @@ class SerializedCopies(Rule):
             text = (
                 f"Pack the {n:.0f} small copies per step into one transfer (one toll, not {n:.0f})."
             )
-            how = f"fitted extra toll per copy ({toll / 1e3:.1f} us) x copies saved ({n:.0f} - 1)"
+            how = f"fitted extra toll per copy ({duration(toll)}) x copies saved ({n:.0f} - 1)"
             out.append(
                 recommendation("batch_small_copies", min(ns, (n - 1) * toll), delta, text, how)
             )

@@ -13,6 +13,7 @@ from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 from ccdiag.schema import Kind
+from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
 
 
@@ -87,14 +88,14 @@ class SyncStall(Rule):
             return Outcome.clean("no comparable syncs (each kind of sync in one run only)")
         if max(inc.values()) < self.options.min_floor_ns:
             return Outcome.clean(
-                f"cost per sync beyond the wait grew {max(inc.values()) / 1e3:.1f} us"
+                f"cost per sync beyond the wait grew {duration(max(inc.values()))}"
             )
         rate = pl.col("idle").replace_strict({k: max(v, 0.0) for k, v in inc.items()}, default=0.0)
         per = ctx.aligned_steps(
             et.group_by("rank", "step").agg(rate.sum().alias("c"), pl.len().alias("n")), "t"
         )
         per = per.fill_null(0)
-        basis_txt = ", ".join(f"{basis[k]} +{v / 1e3:.1f} us" for k, v in inc.items())
+        basis_txt = ", ".join(f"{basis[k]} +{duration(v)}" for k, v in inc.items())
         n = float(per["n"].median() or 0)
         ev = {
             "syncs_per_step": stats.both(lambda d: stats.per_step_median(d, pl.len()), sb, st),

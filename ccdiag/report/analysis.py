@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ccdiag import units
 from ccdiag.report.job import job_renderables
 from ccdiag.verdict import Report
 
@@ -22,14 +23,8 @@ _CONF = {"high": "green", "medium": "yellow", "low": "red"}
 
 
 def _us(ns: float | None) -> str:
-    if ns is None:
-        return "-"
-    a = abs(ns)
-    if a >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if a >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e3:.1f} us"
+    """A duration for the CLI's tables: the one formatter (``ccdiag.units.duration``)."""
+    return "-" if ns is None else units.duration(ns)
 
 
 def _steps(r: Report) -> Table:
