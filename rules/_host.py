@@ -56,7 +56,9 @@ def host_removal(
             .otherwise(pl.col("_part"))
             .alias("_part")
         )
-    in_call = pl.col("dur").cast(pl.Float64) * 0.0  # a column: polars 1.41 does not broadcast clip(lit)
+    in_call = (
+        pl.col("dur").cast(pl.Float64) * 0.0
+    )  # a column: polars 1.41 does not broadcast clip(lit)
     if scale > 0 and "_bdur" in r.columns:
         own = pl.col("cls").is_in(["launch", "other"]) & pl.col("_bdur").is_not_null()
         in_call = (
