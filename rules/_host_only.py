@@ -332,7 +332,7 @@ def uvm_outcome(rule: Any, ctx: Any) -> Outcome:
     kb, kt = k["baseline"] or 0.0, k["treatment"] or 0.0
     if not any(m.values()):
         return Outcome.clean(
-            f"kernel time {kb / 1e6:.2f} -> {duration(kt)}/step but no managed memory "
+            f"kernel time {duration(kb)} -> {duration(kt)}/step but no managed memory "
             "(no cudaMallocManaged, no UVM rows): kernel growth is not attributed to UVM"
         )
     cl = [claims(sp["explained"][w], sp["category"][w], "ns") for w in WAIT_ORDER]
@@ -344,7 +344,7 @@ def uvm_outcome(rule: Any, ctx: Any) -> Outcome:
     explained = sum(sp["explained_ns"].values())
     if explained + memset_ns < rule.options.min_growth_ns:
         return Outcome.clean(
-            f"kernel time {kb / 1e6:.2f} -> {duration(kt)}/step; the calls that wait for "
+            f"kernel time {duration(kb)} -> {duration(kt)}/step; the calls that wait for "
             f"kernels grew {duration(sum(waiting.values()))}/step"
         )
     ev = {
@@ -371,7 +371,7 @@ def uvm_outcome(rule: Any, ctx: Any) -> Outcome:
         "published": "H100 UVM builds: kernel time up to ~250x (3DCONV 51.7 -> 12,971 ms)",
     }
     summary = (
-        f"kernels {kb / 1e6:.1f} -> {duration(kt)}/step (summary tables), waited for by "
+        f"kernels {duration(kb)} -> {duration(kt)}/step (summary tables), waited for by "
         f"the host: {duration(explained)}/step"
         + (f"; memsets on managed memory +{duration(memset_ns)}" if memset_ns else "")
     )

@@ -73,15 +73,12 @@ class EncryptedCollective(Rule):
         bucket_cap_mb: int = opt(400, "DDP bucket size the bucket_cap_mb advice assumes (MB).")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        gb, gt = (
-            s.gpu.filter(pl.col("gclass") == "collective")
-            for s in (ctx.pair.baseline, ctx.pair.treatment)
-        )
+        gb, gt = (s.gpu.filter(pl.col("gclass") == "collective") for s in (ctx.pair.baseline, ctx.pair.treatment))  # fmt: skip
         if gt.height == 0:
             return Outcome.skipped("no collective (NCCL) kernels in the treatment")
         b, t = (float(ctx.busy[f"{p}_collective"].median() or 0) for p in ("b", "t"))
         if t - b < self.options.min_growth_ns or t < self.options.min_ratio * max(b, 1):
-            return Outcome.clean(f"collective busy time {b / 1e3:.1f} -> {duration(t)}/step")
+            return Outcome.clean(f"collective busy time {duration(b)} -> {duration(t)}/step")
         meta = ctx.pair.treatment.trace.meta
         world = meta.world_size or max(ctx.pair.treatment.trace.events["rank"].n_unique(), 1)
         k = stats.per_step_median(gt, pl.len())
@@ -121,9 +118,8 @@ class EncryptedCollective(Rule):
             "bytes_per_step": int(nbytes),
             "published": "B200 all-reduce 185 -> 156 GB/s; all-to-all 149 -> 130 GB/s",
         }  # fmt: skip
-        summary = f"collective kernels {b / 1e3:.1f} -> {duration(t)}/step ({k:.0f} per step)"
-        cl = claims(ctx.ledger, "gpu_collective", "d_gpu_collective")
-        rm = al.gpu_growth_removal(ctx.matched_gpu, ["collective"])
+        summary = f"collective kernels {duration(b)} -> {duration(t)}/step ({k:.0f} per step)"
+        cl, rm = claims(ctx.ledger, "gpu_collective", "d_gpu_collective"), al.gpu_growth_removal(ctx.matched_gpu, ["collective"])  # fmt: skip
         facts = {"k": k, "world": world, "cf": cf, "ddp": _is_ddp(ctx), "grew": t - b}
         return self.fired(cl, summary, ev, "medium", removal=rm, **facts)
 

@@ -99,10 +99,8 @@ class HostCodeSlower(Rule):
         z = h / se if se > 0 else 0.0
         floor = o.min_ratio if clean else o.min_ratio_beside
         if h < floor - 1.0 or z < o.min_z:
-            return Outcome.clean(
-                f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f}) beyond "
-                "what their neighbouring calls explain"
-            )
+            why = f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f})"
+            return Outcome.clean(why + " beyond what their neighbouring calls explain")
         sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
         control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
         scale = ctl.call_scale(ctx.matched, control)
@@ -123,11 +121,9 @@ class HostCodeSlower(Rule):
             "paid_ns_per_step": int(claim),
             "published": "TDX guests: first touch of each 4 KB page is expensive; THP cuts it 512x",
         }  # fmt: skip
-        summary = f"host gaps no call explains grew {1 + h:.2f}x ({g.n} matched gaps)"
-        if scale > 0:
-            summary += f", calls {1 + scale:.2f}x like the host-code control"
-        agree = sd["op_kinds"] >= o.min_control_kinds and sd["mean_ratio"] >= o.min_ratio
-        conf = "medium" if agree else "low"
+        summary = f"host gaps no call explains grew {1 + h:.2f}x ({g.n} matched gaps)" + (
+            f", calls {1 + scale:.2f}x like the host-code control" if scale > 0 else "")  # fmt: skip
+        conf = "medium" if control is not None and control >= o.min_ratio else "low"
         return self.fired(cl, summary, ev, conf, removal=removal, ratio=1.0 + h)
 
     def _from_ops(self, ctx: RuleContext) -> Outcome:

@@ -97,11 +97,9 @@ class SerializedCopies(Rule):
         grew = mt - mb >= self.options.min_growth_ns and mt >= self.options.min_ratio * mb
         serial = cb_ > 1.2 and ct_ < 0.8 * cb_
         if not (grew or serial):
-            return Outcome.clean(f"median copy latency {mb / 1e3:.1f} -> {duration(mt)}")
+            return Outcome.clean(f"median copy latency {duration(mb)} -> {duration(mt)}")
         led = ctx.ledger
-        cl = pl.concat(
-            [claims(led, "copy_api", "d_copy_api"), claims(led, "gpu_copy", "d_gpu_copy")]
-        )
+        cl = pl.concat([claims(led, "copy_api", "d_copy_api"), claims(led, "gpu_copy", "d_gpu_copy")])  # fmt: skip
         ev = {
             "copies_per_step": stats.both(lambda d: stats.per_step_median(d, pl.len()), cb, ct),
             "latency_ns": stats.both(lambda d: stats.percentiles(d["latency_ns"]), cb, ct),
@@ -121,7 +119,7 @@ class SerializedCopies(Rule):
         ft = fit["treatment"]
         bw = f", {ft['gbps']:.1f} GB/s" if ft["gbps"] else ""
         summary = (
-            f"median copy latency {mb / 1e3:.1f} -> {duration(mt)}; fitted toll "
+            f"median copy latency {duration(mb)} -> {duration(mt)}; fitted toll "
             f"{duration(ft['toll_ns'])}{bw}" + ("; copies no longer overlap" if serial else "")
         )
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"

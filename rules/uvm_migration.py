@@ -85,7 +85,7 @@ class UvmMigration(Rule):
         busy = ctx.busy
         b, t = (float((busy[f"{p}_kernel"] + busy[f"{p}_uvm"]).median() or 0) for p in ("b", "t"))
         if t < self.options.min_ratio * max(b, 1) or t - b < self.options.min_growth_ns:
-            return Outcome.clean(f"kernel + migration time {b / 1e6:.2f} -> {duration(t)}/step")
+            return Outcome.clean(f"kernel + migration time {duration(b)} -> {duration(t)}/step")
         led, steps = ctx.ledger, max(ctx.ledger.height, 1)
         cl = pl.concat(
             [claims(led, "gpu_kernel", "d_gpu_kernel"), claims(led, "gpu_uvm", "d_gpu_uvm")]
@@ -108,7 +108,7 @@ class UvmMigration(Rule):
             "top_kernels": _top(ctx),
             "published": "H100 UVM builds: kernel time up to ~250x (3DCONV 51.7 -> 12,971 ms)",
         }
-        summary = f"kernels + UVM migrations {b / 1e6:.2f} -> {duration(t)}/step"
+        summary = f"kernels + UVM migrations {duration(b)} -> {duration(t)}/step"
         nbytes = int(ut["bytes"].fill_null(0).sum() / steps)
         rm = al.gpu_growth_removal(ctx.matched_gpu, ["uvm", "kernel"])
         conf = "high" if ut.height else "medium"
