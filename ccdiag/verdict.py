@@ -143,7 +143,7 @@ class ReplayCheck(_Model):
 
     measured_treatment_ns_per_step: int
     replayed_treatment_ns_per_step: int = Field(
-        description="the unmodified treatment replayed: measured − replayed is model error"
+        description="the unmodified treatment replayed: measured - replayed is model error"
     )
     replayed_without_all_ns_per_step: int = Field(
         description="the treatment replayed with every fired mechanism removed"
