@@ -438,6 +438,14 @@ def _replay_or_ledger(
     )
 
 
+def _scale_to_delta(claimed: float, room: float) -> float:
+    """The one factor both kinds of claims are scaled by: 1 when what they claim fits in the
+    ``room`` the measured delta leaves them, else ``room / claimed`` (0 when there is none)."""
+    if claimed <= 0 or claimed <= room:
+        return 1.0
+    return max(room, 0.0) / claimed
+
+
 def _overshoot(
     rp: ShapleyResult | None, means: dict[str, int], total: int, keep: np.ndarray
 ) -> tuple[float, str | None]:
@@ -452,11 +460,10 @@ def _overshoot(
     if rp is None or total <= 0 or not keep.any():
         return 1.0, None
     phi = sum(float(v[keep].mean()) for v in rp.phi.values())
-    outside = sum(v for m, v in means.items() if m not in rp.phi)
-    room = total - max(outside, 0)
-    if phi <= 0 or phi <= room:
+    room = total - max(sum(v for m, v in means.items() if m not in rp.phi), 0)
+    f = _scale_to_delta(phi, room)
+    if f == 1.0:
         return 1.0, None
-    f = max(room, 0) / phi
     return f, (
         f"replay: removing every fired mechanism saves {_fmt(phi)}/step, more than the measured "
         f"delta leaves them ({_fmt(max(room, 0))}/step); their Shapley values are scaled by "
@@ -468,15 +475,17 @@ def _host_only_overshoot(
     pair: Pair, rp: ShapleyResult | None, means: dict[str, int], total: int
 ) -> tuple[float, str | None]:
     """A host-only pair's claims scaled to the measured delta when they add up to more, like the
-    replay's (:func:`_overshoot`): the host path is the critical path, each claim is a call's
-    measured growth, and the same pair with its GPU trace is partitioned that way (ISPASS kmeans:
-    setup +1.00 s in a 0.92 s delta)."""
+    replay's (:func:`_overshoot`, the same :func:`_scale_to_delta`): the host path is the
+    critical path, each claim is a call's measured growth, and the same pair with its GPU trace
+    is partitioned that way (ISPASS kmeans: setup +1.00 s in a 0.92 s delta)."""
     if pair.mode != "host_only" or rp is not None or total <= 0:
         return 1.0, None
-    pos = sum(v for v in means.values() if v > 0)
-    if pos <= total or any(v < 0 for v in means.values()):
+    if any(v < 0 for v in means.values()):
         return 1.0, None
-    f = total / pos
+    pos = sum(means.values())
+    f = _scale_to_delta(pos, total)
+    if f == 1.0:
+        return 1.0, None
     return f, (
         f"host-only pair: the mechanisms' measured growth adds up to {_fmt(pos)}/step, more than "
         f"the measured delta ({_fmt(total)}/step: other host time shrank); each is scaled by "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ccdiag.ledger.align import GapModel
+from ccdiag.ledger.align import GapModel, lookup
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
@@ -28,9 +28,6 @@ def host_removal(
     slower host code explains inside the matched launch and other calls, at most each call's
     growth (``launch_api``, ``other_api``).
     """
-
-    def lookup(col: str, table: dict[str, float]) -> pl.Expr:
-        return pl.col(col).replace_strict(table, default=0.0, return_dtype=pl.Float64)
 
     c = (lookup("_gk", gaps.before) + lookup("_gp", gaps.after)).clip(lower_bound=0.0)
     part = (h / (1.0 + h) * (pl.col("gap") - c)).clip(lower_bound=0.0)

@@ -23,7 +23,7 @@ import polars as pl
 from ccdiag.ledger import control as ctl
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
-from ccdiag.ledger.align import GapModel
+from ccdiag.ledger.align import GapModel, lookup
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
@@ -166,9 +166,6 @@ def toll_removal(
     keep = [k for k in gaps.before if k.split(":")[0] in fired]
     before = {k: gaps.before[k] for k in keep if fired[k.split(":")[0]].gap_ns}
     after = {k: gaps.after[k] for k in keep if fired[k.split(":")[0]].gap_ns}
-
-    def lookup(col: str, table: dict[str, float]) -> pl.Expr:
-        return pl.col(col).replace_strict(table, default=0.0, return_dtype=pl.Float64)
 
     # per call: the path's mean paid in-call cost, its scaled share in proportion to the call's
     # own duration (a ×2.5 call pays in proportion), the rest as a constant

@@ -263,6 +263,12 @@ class GapModel:
         return coarse_key(pl.col(col), self.kept)
 
 
+def lookup(col: str, table: dict[str, float]) -> pl.Expr:
+    """``table[key]`` for each row's key in ``col`` (0 for a key the table lacks): how the
+    rules read a :class:`GapModel`'s constants (``before``, ``after``) onto a call sequence."""
+    return pl.col(col).replace_strict(table, default=0.0, return_dtype=pl.Float64)
+
+
 #: Matched calls a fine key (launch path and kernel) needs for constants of its own.
 MIN_KEY_CALLS = 30
 
