@@ -2,6 +2,7 @@
 
     python bench/bench_analyze.py                  # 1 GB pair (built with bench/make_large.py)
     python bench/bench_analyze.py --size-mb 200    # quicker
+    python bench/bench_analyze.py --format nsys --size-mb 200   # an Nsight Systems SQLite pair
 
 Target (issue #15): analyzing the pair (pairing + all rules + the partition + the report) costs at
 most 1.5x the time it takes to load the two traces (``ccdiag.api.load_trace``: parse + steps).
@@ -15,6 +16,10 @@ both written by ``ccdiag.synthetic.write_kineto`` and tiled to the target size b
 events per byte than a raw PyTorch trace: per byte, the analysis side is heavier than in
 practice. Runs in one process; peak RSS (ru_maxrss) is reported after each phase. Also times
 ``orjson.loads`` of one file as the raw-decode anchor (``--anchor``; needs ~10 GB of RAM at 1 GB).
+
+``--format nsys``: the shipped Nsight Systems pair ``sample_traces/decode_eager_nsys/`` (the real
+H200 eager decode under the LD_PRELOAD emulator, CC off / on) with its activity rows duplicated to
+the target size by ``bench/make_large.py nsys``.
 """
 
 from __future__ import annotations
@@ -72,14 +77,32 @@ def _ensure(size_mb: int) -> tuple[Path, Path]:
     return out["baseline"], out["treatment"]
 
 
+def _ensure_nsys(size_mb: int) -> tuple[Path, Path]:
+    """Tile the shipped nsys pair to ``size_mb`` each when missing."""
+    src = HERE.parent / "sample_traces/decode_eager_nsys"
+    out = {}
+    for side in ("baseline", "treatment"):
+        out[side] = DATA / f"pair_{side}_{size_mb}mb.sqlite"
+        if not out[side].exists():
+            cmd = [sys.executable, str(HERE / "make_large.py"), "nsys", "--size-mb", str(size_mb)]
+            cmd += ["--src", str(src / f"{side}.sqlite"), "--out", str(out[side])]
+            subprocess.run(cmd, check=True)
+    return out["baseline"], out["treatment"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--anchor", action="store_true", help="also time orjson.loads of the baseline")
+    ap.add_argument("--format", choices=["kineto", "nsys"], default="kineto")
     args = ap.parse_args()
-    b_path, t_path = _ensure(args.size_mb)
+    if args.format == "nsys":
+        DATA.mkdir(parents=True, exist_ok=True)
+        b_path, t_path = _ensure_nsys(args.size_mb)
+    else:
+        b_path, t_path = _ensure(args.size_mb)
 
     from ccdiag import api
     from ccdiag.engine import diagnose_pair
@@ -116,7 +139,7 @@ def main() -> int:
         ),
         ("verdict", report.verdict),
     ]
-    if args.anchor:
+    if args.anchor and args.format == "kineto":
         import orjson
 
         t4 = time.perf_counter()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from ccdiag.ledger.align import GapModel, lookup
+from ccdiag.ledger.align import GapModel, holds_across, lookup
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
@@ -99,3 +100,16 @@ def ops_claims(
 
     per = led.select("rank", "idx", *[share(c) for c in cats])
     return per, float(sum(per[c].mean() or 0 for c in cats))
+
+
+def moved_not_slower(windows: tuple[float, ...], h: float, share: float) -> str | None:
+    """Why growth of ``h`` per ns of gap is not slower host code, or None when it may be
+    (:func:`ccdiag.ledger.align.holds_across` the step's parts, ``GapModel.h_windows``)."""
+    if holds_across(windows, h, share):
+        return None
+    med = float(np.median(windows))
+    return (
+        f"host gaps grew {h:+.3f} per ns of their length over the step, but not across it: the "
+        f"median of its {len(windows)} parts {med:+.3f} (range {min(windows):+.2f} .. "
+        f"{max(windows):+.2f}); work that moved within the step, not slower host code"
+    )

@@ -37,8 +37,10 @@ class HostCodeSlower(Rule):
     cannot tell these apart; the evidence and the fixes say what to check.
 
     ## Evidence
-    ``h`` and its z, the per-call constants it was separated from, the cpu_op control (medium
-    confidence when it agrees, else low). Removal (for the replay): ``h / (1 + h)`` of each
+    ``h`` and its z, the per-call constants it was separated from, ``h`` in each tenth of the
+    step (quiet when the median tenth grew by less than ``min_spread`` of ``h``: work that
+    moved within the step, not slower code), the cpu_op control (medium confidence when it
+    agrees, else low). Removal (for the replay): ``h / (1 + h)`` of each
     treatment gap beyond its calls' constants. Ledger claims: ``gap_launch``, ``gap_other``.
 
     ## Example
@@ -70,10 +72,8 @@ class HostCodeSlower(Rule):
     name: ClassVar[str] = "host-code-slower"
     mechanism: ClassVar[str] = "host_slowdown"
     requires: ClassVar[frozenset[Kind]] = frozenset()
-    requires_gpu: ClassVar[bool] = False  # host-only pairs: see _host_only
-    claimed: ClassVar[frozenset[str]] = frozenset(
-        {"gap_launch", "gap_other", "launch_api", "other_api"}
-    )
+    requires_gpu: ClassVar[bool] = False  # host-only pairs: the API trace's gaps
+    claimed: ClassVar[frozenset[str]] = frozenset(HOST_CODE)
     call_classes: ClassVar[frozenset[str]] = frozenset()
 
     @dataclass(frozen=True)
@@ -84,16 +84,16 @@ class HostCodeSlower(Rule):
         min_gaps: int = opt(100, "Matched host gaps the gap model needs (else the cpu_op control).")
         min_ratio_beside: float = opt(1.2, "Smallest ratio read off gaps beside explaining calls.")
         min_z: float = opt(3.0, "Smallest growth per ns of gap over its standard error.")
+        min_spread: float = opt(0.5, "Median growth of the step's parts vs the whole step's.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
-        if ctx.host_only and (skip := self._host_only(ctx)) is not None:
-            return skip
+        if ctx.host_only and ctx.op_mode:  # from the API trace the main path applies
+            return Outcome.skipped("treatment has no GPU activity (CC mode 'on'); needs GPU events")
         g, o = ctx.gap_fit, self.options
         if ctx.op_mode or g.n < o.min_gaps:
             return self._from_ops(ctx)
-        # gaps beside no explaining call when there are enough, else every gap's growth in
-        # proportion to its length within its cell, but only a large one (a toll's side effects
-        # on its neighbours are not slower host code)
+        # gaps beside no explaining call when there are enough, else every gap's growth within
+        # its cell, but only a large one (a toll's side effects are not slower host code)
         clean = np.isfinite(g.h_mean_se)
         h, se = (g.h_mean, g.h_mean_se) if clean else (g.h, g.h_se)
         z = h / se if se > 0 else 0.0
@@ -101,20 +101,22 @@ class HostCodeSlower(Rule):
         if h < floor - 1.0 or z < o.min_z:
             why = f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f})"
             return Outcome.clean(why + " beyond what their neighbouring calls explain")
+        if (moved := hs.moved_not_slower(g.h_windows, h, o.min_spread)) is not None:
+            return Outcome.clean(moved)
         sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
         control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
         scale = ctl.call_scale(ctx.matched, control)
         removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched, scale)
-        parts = ("gap_launch", "gap_other", "launch_api", "other_api")
-        claim = sum(float(per[c].mean() or 0) for c in parts)
+        claim = sum(float(per[c].mean() or 0) for c in HOST_CODE)
         if claim < o.min_ns:
             return Outcome.clean(f"host gaps {1 + h:.2f}x, {duration(claim)}/step at most")
-        cl = pl.concat([claims(per, c, c) for c in parts])
+        cl = pl.concat([claims(per, c, c) for c in HOST_CODE])
         ev = {
             "ratio": round(1.0 + h, 3),
             "robust_ratio": round(1.0 + g.h, 3),
             "basis": f"{g.n} matched host gaps, growth in proportion to their length (z {z:.1f})",
             "gap_growth_share": round(h, 4),  # growth per ns of gap
+            "gap_growth_share_by_part_of_step": [round(w, 3) for w in g.h_windows],
             "explained_by_neighbouring_calls_ns": {k: int(g.per_call(k)) for k in g.before},
             "cpu_op_control": ctx.slowdown,
             "call_growth_share": round(scale, 4),  # per ns of matched launch / other call
@@ -142,13 +144,6 @@ class HostCodeSlower(Rule):
               "claimed_ns_per_step": int(claim)}  # fmt: skip
         summary = f"host code outside CUDA calls {ratio:.2f}x slower ({basis})"
         return self.fired(cl, summary, ev, "medium", ratio=ratio)
-
-    def _host_only(self, ctx: RuleContext) -> Outcome | None:
-        """Host-only pairs: from the API trace the host path is the critical path and the
-        host gaps are on the ledger, so the main path applies; from cpu_ops only it does not."""
-        if ctx.op_mode:
-            return Outcome.skipped("treatment has no GPU activity (CC mode 'on'); needs GPU events")
-        return None
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         text = (

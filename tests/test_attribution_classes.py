@@ -87,7 +87,10 @@ def _scaled_pair(tmp: Path) -> tuple[Path, Path, int]:
     extra[launch["_row"].to_numpy()] = (1.5 * launch["dur_ns"].to_numpy()).astype(np.int64)
     plain = replay(base, Injection())
     treat = replay(base, Injection(), costs=RowCosts(call_ns=extra))
-    b, t = write_kineto(plain, tmp / "baseline.json.gz"), write_kineto(treat, tmp / "treatment.json.gz")
+    b, t = (
+        write_kineto(plain, tmp / "baseline.json.gz"),
+        write_kineto(treat, tmp / "treatment.json.gz"),
+    )
     delta = int(np.median(treat.steps["dur_ns"].to_numpy() - plain.steps["dur_ns"].to_numpy()))
     return b, t, delta
 
@@ -115,7 +118,9 @@ def test_class3_a_blocking_copy_that_exposes_the_toll_is_split_not_left_over() -
     r, g = _report("tv_train_nostep"), _truth("tv_train_nostep")
     truth = g["shapley_ns_per_step"]["blocked_non_blocking"]["value"]
     assert abs(_att(r)["blocked_non_blocking"] - truth) <= 0.15 * truth
-    assert _att(r)["serialized_copies"] >= 0.5 * g["shapley_ns_per_step"]["serialized_copies"]["value"]
+    assert (
+        _att(r)["serialized_copies"] >= 0.5 * g["shapley_ns_per_step"]["serialized_copies"]["value"]
+    )
     assert abs(r.unattributed_share) <= 0.10
 
 
@@ -137,7 +142,9 @@ def test_class5_an_async_readback_that_blocks_is_the_delta_and_a_drain_thread_re
     profiler the drain thread recovers all of it (validation/measured_stepTimes.json). The
     shipped steps' delta (+0.76 ms) is below the session's (+0.98 ms): shares are judged."""
     r, g = _report("serve_graph_async"), _truth("serve_graph_async")
-    truth_share = g["shapley_ns_per_step"]["blocked_non_blocking"]["value"] / g["delta_ns_per_step"]["value"]
+    truth_share = (
+        g["shapley_ns_per_step"]["blocked_non_blocking"]["value"] / g["delta_ns_per_step"]["value"]
+    )
     assert abs(_share(r, "blocked_non_blocking") - truth_share) <= 0.15 * truth_share
     assert abs(r.unattributed_share) <= 0.10
     drain = [x for x in r.recommendations if x.fix == "drain_thread"]
