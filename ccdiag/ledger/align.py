@@ -413,6 +413,13 @@ def _pinv_sym(a: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
 STEP_WINDOWS = 10
 
 
+def step_part() -> pl.Expr:
+    """Which of ``STEP_WINDOWS`` parts of its step a matched call is in (its ordinal ``t_k``
+    over the step's matched calls), as ``part``."""
+    n = pl.col("t_k").max().over("rank", "idx") + 1
+    return (pl.col("t_k") / n * STEP_WINDOWS).floor().cast(pl.Int64).alias("part")
+
+
 def _windows(
     m: pl.DataFrame,
     z: np.ndarray,
@@ -427,13 +434,7 @@ def _windows(
     a CPU-bound neighbour slows them everywhere."""
     if m.height == 0:
         return ()
-    pos = (
-        m.select(
-            (pl.col("t_k") / (pl.col("t_k").max().over("rank", "idx") + 1) * STEP_WINDOWS).floor()
-        )
-        .to_series()
-        .to_numpy()
-    )
+    pos = m.select(step_part()).to_series().to_numpy()
     out = []
     for w in range(STEP_WINDOWS):
         sel = pos == w
