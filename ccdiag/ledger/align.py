@@ -145,7 +145,10 @@ def _occurrence_pairs(nb: list[str], nt: list[str]) -> tuple[list[int], list[int
 
 
 def match_calls(
-    calls_b: pl.DataFrame, calls_t: pl.DataFrame, aligned: pl.DataFrame
+    calls_b: pl.DataFrame,
+    calls_t: pl.DataFrame,
+    aligned: pl.DataFrame,
+    seqs: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """Matched main-thread calls of the two runs (:class:`MatchedCallSchema`).
 
@@ -153,12 +156,13 @@ def match_calls(
         calls_b: the baseline's :func:`ccdiag.ledger.host.host_calls`.
         calls_t: the treatment's.
         aligned: the pair's aligned steps (rank, idx, b_step, t_step).
+        seqs: the two sides' :func:`sequence` of these calls when already built.
 
     Returns:
         One row per matched call: rank, idx, bname, cls, path, ``b_``/``t_`` of
         :data:`SIDE_COLS`, and ``d_dur``, ``d_gap``, ``d_gap_after`` (treatment − baseline).
     """
-    b, t = _prepare(calls_b, aligned, "b"), _prepare(calls_t, aligned, "t")
+    b, t = seqs or (_prepare(calls_b, aligned, "b"), _prepare(calls_t, aligned, "t"))
     same, diff = _pairs_equal(b, t)
     keys = same.join(b.select("rank", "idx", "k"), on=["rank", "idx"])
     keys = keys.with_columns(pl.col("k").alias("b_k"), pl.col("k").alias("t_k")).drop("k")

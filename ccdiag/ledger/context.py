@@ -192,7 +192,8 @@ class PairContext:
         """The two runs' main-thread calls matched one to one (:func:`ccdiag.ledger.align.match_calls`)."""
         if self.op_mode:
             return self.calls_t.clear()
-        return align.match_calls(self.calls_b, self.calls_t, self.pair.aligned)
+        seqs = (self.seq_b, self.seq_t)
+        return align.match_calls(self.calls_b, self.calls_t, self.pair.aligned, seqs)
 
     @cached_property
     def gap_fit(self) -> align.GapModel:
