@@ -80,6 +80,7 @@ def _ensure(size_mb: int) -> tuple[Path, Path]:
 def _ensure_nsys(size_mb: int) -> tuple[Path, Path]:
     """Tile the shipped nsys pair to ``size_mb`` each when missing."""
     src = HERE.parent / "sample_traces/decode_eager_nsys"
+    DATA.mkdir(parents=True, exist_ok=True)
     out = {}
     for side in ("baseline", "treatment"):
         out[side] = DATA / f"pair_{side}_{size_mb}mb.sqlite"
@@ -98,11 +99,8 @@ def main() -> int:
     ap.add_argument("--anchor", action="store_true", help="also time orjson.loads of the baseline")
     ap.add_argument("--format", choices=["kineto", "nsys"], default="kineto")
     args = ap.parse_args()
-    if args.format == "nsys":
-        DATA.mkdir(parents=True, exist_ok=True)
-        b_path, t_path = _ensure_nsys(args.size_mb)
-    else:
-        b_path, t_path = _ensure(args.size_mb)
+    ensure = _ensure_nsys if args.format == "nsys" else _ensure
+    b_path, t_path = ensure(args.size_mb)
 
     from ccdiag import api
     from ccdiag.engine import diagnose_pair

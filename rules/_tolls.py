@@ -23,7 +23,7 @@ import polars as pl
 from ccdiag.ledger import control as ctl
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
-from ccdiag.ledger.align import MIN_WINDOWS, GapModel, lookup, step_part
+from ccdiag.ledger.align import HOLDS_SHARE, MIN_WINDOWS, GapModel, lookup, step_part
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
@@ -146,7 +146,7 @@ def path_tolls(
     # gap constants stand (the growth after a tolled launch is split between its key and the
     # next call's: HF generate's untolled cuBLAS launches after tolled ones); when none does,
     # each path keeps what holds across the step (copies only: none)
-    held = any(a is None or a >= 0.5 * g for g, _, a in beside.values() if g > 0)
+    held = any(a is None or a >= HOLDS_SHARE * g for g, _, a in beside.values() if g > 0)
     out = []
     for path, (mp, in_call, se, add, scale, mean_b) in fits.items():
         in_call -= common * mean_b

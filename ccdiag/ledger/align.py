@@ -219,25 +219,41 @@ def huber_fit(x: np.ndarray, y: np.ndarray, iters: int = 8) -> tuple[np.ndarray,
     Used to read costs off matched deltas: a few outliers (a preempted call, a page fault) do
     not move the fit; a bimodal distribution whose two modes both scale does not look additive.
     """
-    n, p = x.shape
+    p = x.shape[1]
+
+    def normal(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xw = x * w[:, None]
+        return xw.T @ x, xw.T @ y
+
+    return _irls(normal, lambda beta: x @ beta, y, p, iters)
+
+
+def _irls(
+    normal: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    predict: Callable[[np.ndarray], np.ndarray],
+    y: np.ndarray,
+    p: int,
+    iters: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The Huber IRLS loop behind :func:`huber_fit` and :func:`huber_onehot`: ``normal(w)``
+    gives the weighted normal equations (``XᵀWX``, ``XᵀWy``), solved through a pseudo-inverse
+    (lstsq's minimum-norm solution) at a p x p solve per iteration; ``predict(beta)`` is
+    ``X beta``. Returns beta and its covariance."""
+    n = y.size
     if n < p + 2:
         return np.zeros(p), np.diag(np.full(p, np.inf))
     w = np.ones(n)
     beta = np.zeros(p)
     for _ in range(iters):
-        # the weighted normal equations through a pseudo-inverse (lstsq's minimum-norm
-        # solution) at a p x p solve per iteration
-        xw = x * w[:, None]
-        beta = _pinv_sym(xw.T @ x) @ (xw.T @ y)
-        r = y - x @ beta
+        a, rhs = normal(w)
+        beta = _pinv_sym(a) @ rhs
+        r = y - predict(beta)
         s = 1.4826 * np.median(np.abs(r - np.median(r))) or 1.0
         c = 1.345 * s
         w = np.where(np.abs(r) <= c, 1.0, c / np.maximum(np.abs(r), 1e-9))
-    r = y - x @ beta
-    dof = max(n - p, 1)
-    sigma2 = float((w * r**2).sum() / dof)
-    xtwx = (x * w[:, None]).T @ x
-    return beta, sigma2 * _pinv_sym(xtwx)
+    r = y - predict(beta)
+    sigma2 = float((w * r**2).sum() / max(n - p, 1))
+    return beta, sigma2 * _pinv_sym(normal(w)[0])
 
 
 #: Keys of the gap model: launch paths and the other call classes.
@@ -371,9 +387,7 @@ def huber_onehot(
     its columns are one-hot, so ``XᵀWX`` is the weighted counts of keys and (key, prev_key)
     cells and each iteration costs O(gaps) plus a (2 nk)² solve (a 400k-gap Nsight Systems
     pair: 0.1 s, not 1.5 s). The same estimates, the same covariance."""
-    p, n = 2 * nk, y.size
-    if n < p + 2:
-        return np.zeros(p), np.diag(np.full(p, np.inf))
+    p = 2 * nk
     cell = kc * (nk + 1) + pc
 
     def normal(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -387,18 +401,7 @@ def huber_onehot(
         )
         return a, rhs
 
-    w = np.ones(n)
-    beta = np.zeros(p)
-    for _ in range(iters):
-        a, rhs = normal(w)
-        beta = _pinv_sym(a) @ rhs
-        r = y - _predict(beta, kc, pc, nk)
-        s = 1.4826 * np.median(np.abs(r - np.median(r))) or 1.0
-        c = 1.345 * s
-        w = np.where(np.abs(r) <= c, 1.0, c / np.maximum(np.abs(r), 1e-9))
-    r = y - _predict(beta, kc, pc, nk)
-    sigma2 = float((w * r**2).sum() / max(n - p, 1))
-    return beta, sigma2 * _pinv_sym(normal(w)[0])
+    return _irls(normal, lambda beta: _predict(beta, kc, pc, nk), y, p, iters)
 
 
 def _pinv_sym(a: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
@@ -424,13 +427,8 @@ def step_part() -> pl.Expr:
     return (pl.col("t_k") / n * STEP_WINDOWS).floor().cast(pl.Int64).alias("part")
 
 
-def _windows(
-    m: pl.DataFrame,
-    z: np.ndarray,
-    y: np.ndarray,
-    fit: Callable[[pl.DataFrame, np.ndarray, np.ndarray], tuple[float, float]],
-) -> tuple[float, ...]:
-    """``fit``'s growth per ns of gap in each of ``STEP_WINDOWS`` parts of the step (the
+def _windows(m: pl.DataFrame, z: np.ndarray, y: np.ndarray) -> tuple[float, ...]:
+    """The within-cell growth per ns of gap (:func:`_within`) in each of ``STEP_WINDOWS`` parts of the step (the
     matched call's ordinal over the step's calls), for the parts with ``MIN_CLEAN_GAPS`` gaps
     and a finite standard error. A training step whose blocking copy lets the DataLoader's
     threads run at its start shows its long gaps growing there and shrinking later
@@ -444,7 +442,7 @@ def _windows(
         sel = pos == w
         if sel.sum() < MIN_CLEAN_GAPS:
             continue
-        hw, se = fit(m.filter(pl.Series(sel)), z[sel], y[sel])
+        hw, se, _, _ = _within(m.filter(pl.Series(sel)), z[sel], y[sel])
         if np.isfinite(se):
             out.append(float(hw))
     return tuple(out)
@@ -498,7 +496,7 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
     # part's), so a toll beside long gaps is not taken for their growth (torchvision without
     # ProfilerStep: h +0.22 overall, median tenth -0.01; the runtime launches' constants came
     # out -2.7 µs with 13.7 µs of median growth in the gap before each)
-    windows = _windows(m, z, y, lambda f, zz, yy: _within(f, zz, yy)[:2])
+    windows = _windows(m, z, y)
     h_fit = h if holds_across(windows, h) else max(float(np.median(windows)), 0.0)
     beta, cov = huber_onehot(kc, pc, nk, y - h_fit * z)
     var = {
