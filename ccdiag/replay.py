@@ -313,6 +313,8 @@ def _prepare(
     if gq is not None:
         lat = gq[0]
     dep = gpu["dep"].to_numpy().astype(np.int64)
+    if gq is not None:  # a row that waited on another stream is anchored to it (``dep``): the gap
+        gq = (gq[0], np.where(dep >= 0, 0, gq[1]))  # after its own stream's row held that wait
     # a row that waited on another stream starts from that row's end in a replay, not from a
     # fixed delay after its launch (the launch may move while the row it waited for does not)
     lat = np.where(dep >= 0, np.minimum(lat, _lat_cap(lat, queued)), lat)
@@ -509,7 +511,11 @@ class Replayer:
             top = top_all.filter(pl.col("rank") == rank)
             gpu = gpu_all.filter(pl.col("rank") == rank)
             if top.height:
-                self.ranks[rank] = (top, gpu, _prepare(top, gpu, Injection(), observed=True))
+                # queue-aware: a GPU row queued behind its stream keeps the gap it had after the
+                # previous row (a graph's kernels run ~0.5 us apart: decode_graph's 185 gaps are
+                # 87 us of its step, which a replay that packs them back to back loses)
+                rc = RowCosts(queue_aware=True)
+                self.ranks[rank] = (top, gpu, _prepare(top, gpu, Injection(), rc, observed=True))
 
     def coverage(self, removal: Removal) -> float:
         """Share of a removal's ns on rows this model replays (calls on the main threads, GPU
