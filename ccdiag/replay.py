@@ -309,12 +309,10 @@ def _prepare(
     queued = (gs <= prev + 1000) | ((prev >= launched) & (gs <= prev + QUEUE_SLACK_NS))
     lat = np.where(queued & ~rel, np.minimum(lat, _lat_cap(lat, queued)), lat)
     lat = np.where(queued & rel, np.minimum(lat, top["dur_ns"].to_numpy()[ci]), lat)
-    gq = _queue_gaps(s, e, ci, gs, prev, rel) if rc is not None and rc.queue_aware else None
+    dep = gpu["dep"].to_numpy().astype(np.int64)
+    gq = _queue_gaps(s, e, ci, gs, prev, rel, dep) if rc is not None and rc.queue_aware else None
     if gq is not None:
         lat = gq[0]
-    dep = gpu["dep"].to_numpy().astype(np.int64)
-    if gq is not None:  # a row that waited on another stream is anchored to it (``dep``): the gap
-        gq = (gq[0], np.where(dep >= 0, 0, gq[1]))  # after its own stream's row held that wait
     # a row that waited on another stream starts from that row's end in a replay, not from a
     # fixed delay after its launch (the launch may move while the row it waited for does not)
     lat = np.where(dep >= 0, np.minimum(lat, _lat_cap(lat, queued)), lat)
@@ -350,7 +348,13 @@ def _prepare(
 
 
 def _queue_gaps(
-    s: np.ndarray, e: np.ndarray, ci: np.ndarray, gs: np.ndarray, prev: np.ndarray, rel: np.ndarray
+    s: np.ndarray,
+    e: np.ndarray,
+    ci: np.ndarray,
+    gs: np.ndarray,
+    prev: np.ndarray,
+    rel: np.ndarray,
+    dep: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(latency, queue gap) per GPU row for ``RowCosts.queue_aware``.
 
@@ -358,6 +362,8 @@ def _queue_gaps(
     latency from the call is capped at the median latency of rows that were not, and the gap it
     had after the previous row is kept as a queue gap. The replay then starts it at
     ``max(call + latency, previous row's end + gap)``: the original start when nothing changes.
+    A row anchored to another stream's row (``dep`` >= 0) keeps no gap: the gap after its own
+    stream's row held that wait, which the anchor already replays.
     """
     ref = np.where(rel, s[ci], e[ci])
     raw = (gs - ref).astype(np.int64)
@@ -365,7 +371,7 @@ def _queue_gaps(
     free = raw[~behind & (raw >= 0)]
     cap = int(np.median(free)) if free.size else 5000
     lat = np.where(behind, np.clip(raw, 0, cap), raw)
-    gap = np.where(behind, np.maximum(gs - prev, 0), 0).astype(np.int64)
+    gap = np.where(behind & (dep < 0), np.maximum(gs - prev, 0), 0).astype(np.int64)
     return lat.astype(np.int64), gap
 
 

@@ -232,10 +232,8 @@ def test_a_graphs_kernel_spacing_survives_the_replay() -> None:
     # packed them back to back finished the GPU 77 us early once the readback stopped blocking,
     # removing every mechanism saved 210 us/step of a 141 us delta, and every Shapley value was
     # scaled by 0.67 (launch_toll 54 us of a ~96 us truth, blocked_non_blocking 75 of ~25-34 us)
-    pair = api.load_pair(SAMPLES / "decode_graph" / "baseline.json.gz",
-                         SAMPLES / "decode_graph" / "treatment.json.gz")  # fmt: skip
     # act
-    rep = api.diagnose_pair(pair)
+    rep = api.diagnose(*_pair("decode_graph"))
     # assert: removing all leaves a step no faster than the baseline (within 5 %), no overshoot
     # note, and the graph-launch toll gets most of what it costs alone (truth 95.6 us, CI 85.6-100.3)
     chk = rep.partition.replay
