@@ -187,7 +187,11 @@ def _cross_stream_deps(g: pl.DataFrame) -> pl.DataFrame:
     )
     idle = pl.col("prev_end").is_null() | (pl.col("start_ns") > pl.col("prev_end") + 1000)
     late = pl.col("start_ns") - pl.col("ce") > WAIT_NS
-    dep = idle & late & (pl.col("_dgi") != pl.col("_gi"))
+    # the row it waited for is on another stream: its own stream's previous row ending just
+    # before it says only that the stream ran dry (the host was late), and a fixed delay after
+    # that row would keep the host's lateness in every counterfactual (tv_train's treatment:
+    # kernels 34 us after their tolled launches, anchored to the row before, kept the toll)
+    dep = idle & late & (pl.col("_dgi") != pl.col("_gi")) & (pl.col("_dstream") != pl.col("stream"))
     j = j.with_columns(
         pl.when(dep.fill_null(False)).then(pl.col("_dgi")).otherwise(-1).alias("dep"),
         pl.when(dep.fill_null(False))
@@ -263,7 +267,11 @@ def _prepare(
     blocking &= ~xc["free"]
     waited = blocking & (ready_at > s)
     eps = np.where(waited, np.clip(e - ready_at, 0, None), 0)
-    idle = sync & ~waited
+    # an idle sync tells the call's own cost only if it could have waited for something the model
+    # holds: a sync before any GPU row (the trace's or block's first call) may wait for work
+    # launched before it (tv_train's first cudaDeviceSynchronize: 13 ms, taken as the own cost
+    # of every blocked copy, which then kept its whole observed wait in every counterfactual)
+    idle = sync & ~waited & (ready > np.iinfo(np.int64).min)
     ovh = (
         int(np.median(d[idle]))
         if idle.any()

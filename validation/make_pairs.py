@@ -572,10 +572,22 @@ def check_private(out: Path) -> list[str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--raw", action="append", required=True, type=Path)
+    p.add_argument("--raw", action="append", type=Path, help="raw capture folder (repeatable)")
     p.add_argument("--out", default=Path(__file__).parent, type=Path)
     p.add_argument("--no-synthetic", action="store_true")
+    p.add_argument(
+        "--synthetic-only",
+        action="store_true",
+        help="only rewrite the synthetic pairs (from the pairs already in --out): needed whenever "
+        "ccdiag.replay changes, since their treatment and truth are that model's output",
+    )
     a = p.parse_args()
+    if a.synthetic_only:
+        made = synthetic_pairs(a.out)
+        print(f"synthetic pairs: {', '.join(made)}")
+        return 0
+    if not a.raw:
+        p.error("--raw is required (unless --synthetic-only)")
     made = emulated_pairs(a.raw, a.out)
     ns = nsys_pair(a.raw, a.out)
     if ns:
