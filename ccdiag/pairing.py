@@ -170,14 +170,15 @@ def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str
 
 
 def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    api = side.events.filter(pl.col("kind").is_in(vc.API_KINDS)).join(
+    api = side.events.filter(pl.col("kind").is_in(vc.API_KINDS))
+    api = api.select("rank", "pid", "tid", "name", "start_ns").join(
         threads, on=["rank", "pid", "tid"]
     )
-    api = hc.assign_window(
-        api.filter(vc.is_kernel_launch()).select("rank", "name", "start_ns"), windows
-    )
+    flags = {"_kl": vc.is_kernel_launch(), "_graph": vc.base_name().str.contains("GraphLaunch")}
+    api = vc.per_value(api.select("rank", "name", "start_ns"), "name", flags)
+    api = hc.assign_window(api.filter(pl.col("_kl")).select("rank", "_graph", "start_ns"), windows)
     return api.group_by("rank", "step").agg(
-        pl.len().alias("launches"), vc.base_name().str.contains("GraphLaunch").sum().alias("graphs")
+        pl.len().alias("launches"), pl.col("_graph").sum().alias("graphs")
     )
 
 

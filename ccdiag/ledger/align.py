@@ -27,7 +27,13 @@ import polars as pl
 from rapidfuzz.distance import LCSseq
 
 from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
-from ccdiag.ledger.vocab import LAUNCH_PATHS, base_name, is_host_copy, launch_path
+from ccdiag.ledger.vocab import (
+    LAUNCH_PATHS,
+    base_name,
+    is_host_copy,
+    per_value,
+    with_launch_path,
+)
 
 #: Steps with more calls than this are matched by (name, k-th occurrence), not by their LCS.
 MAX_DIFF = 20_000
@@ -58,13 +64,19 @@ def _prepare(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFr
     hcopy = (pl.col("cls") == "copy") & (
         is_host_copy().fill_null(False) if "copy_kind" in c.columns else pl.lit(False)
     )
+    # the name matching once per distinct name and kernel, not per call
+    c = per_value(c, "name", {"_bname": base_name()})
+    if "gpu_name" in c.columns:
+        c = with_launch_path(c, "_path")
+    else:
+        c = c.with_columns(pl.lit(None, pl.String).alias("_path"))
     return (
         c.select(
             "rank",
             "idx",
-            base_name().alias("bname"),
+            pl.col("_bname").alias("bname"),
             "cls",
-            launch_path().alias("path") if "gpu_name" in c.columns else pl.lit(None, pl.String),
+            pl.col("_path").alias("path"),
             col("gpu_name", pl.lit(None, pl.String)).alias("gname"),
             pl.col("ev_row").cast(pl.Int64),
             pl.col("eff_ns").cast(pl.Int64).alias("dur"),

@@ -5,7 +5,15 @@ from __future__ import annotations
 import polars as pl
 
 from ccdiag.ledger.host import assign_window
-from ccdiag.ledger.vocab import API_KINDS, COPY_RE, GPU_KINDS, base_name, gpu_class, is_host_copy
+from ccdiag.ledger.vocab import (
+    API_KINDS,
+    COPY_RE,
+    GPU_KINDS,
+    base_name,
+    gpu_class,
+    is_host_copy,
+    per_value,
+)
 
 
 def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -20,7 +28,8 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     calls = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
     # when the work was enqueued: a launch by the end of its call; a copy once its call started
     # (a copy call that blocks returns only after its copy ran)
-    queued = pl.when(base_name().str.contains(COPY_RE)).then(pl.col("start_ns"))
+    calls = per_value(calls, "name", {"_copy": base_name().str.contains(COPY_RE)})
+    queued = pl.when(pl.col("_copy")).then(pl.col("start_ns"))
     calls = calls.group_by("pid", "correlation").agg(
         queued.otherwise(pl.col("start_ns") + pl.col("dur_ns")).min().alias("launch_end")
     )

@@ -19,6 +19,7 @@ from ccdiag.ledger.vocab import (
     api_class,
     base_name,
     is_host_copy,
+    per_value,
 )
 
 
@@ -36,7 +37,7 @@ def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
         top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
         top = top.sort("rank", "_score", "pid", "tid", descending=[False, True, False, False])
         return top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
-    work = api.with_columns(api_class().alias("cls")).filter(
+    work = per_value(api, "name", {"cls": api_class()}).filter(
         pl.col("cls").is_in(["launch", "copy", "sync"])
     )
     score = work.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
@@ -160,10 +161,13 @@ def host_calls(
     api = api.join(threads, on=["rank", "pid", "tid"])
     api = api.select(
         "ev_row", "rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id"
-    ).with_columns(api_class().alias("cls"))
+    )
     # state queries (cuKernelGetName before each launch in nsys, cudaStreamIsCapturing) are host
     # code, not ledger boundaries: a toll paid before them still lies in the gap before the launch
-    api = api.filter(~base_name().is_in(list(apis.QUERY_APIS)))
+    query = base_name().is_in(list(apis.QUERY_APIS))
+    is_async = base_name().str.ends_with("Async")
+    api = per_value(api, "name", {"cls": api_class(), "_query": query, "_async": is_async})
+    api = api.filter(~pl.col("_query")).drop("_query")
     if (
         whole_program
     ):  # the first runtime call (driver probes such as cuModuleGetLoadingMode precede it)
@@ -180,7 +184,7 @@ def host_calls(
     # nor encrypts it): ledger class launch, not copy
     device_copy = (
         (pl.col("cls") == "copy")
-        & base_name().str.ends_with("Async")
+        & pl.col("_async")
         & (pl.col("gpu_kind") == "memcpy")
         & ~is_host_copy().fill_null(True)
     )
@@ -217,7 +221,7 @@ def host_calls(
         .alias("c_gap_launch"),
         pl.when(pl.col("cls") != "launch").then(pl.col("gap_ns")).otherwise(0).alias("c_gap_other"),
     ]
-    return rows.with_columns(cols).drop("_wait")
+    return rows.with_columns(cols).drop("_wait", "_async")
 
 
 def op_calls(

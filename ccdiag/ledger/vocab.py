@@ -105,6 +105,18 @@ def num(x: object, default: float = 0.0) -> float:
     return default
 
 
+def per_value(df: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
+    """``df.with_columns(**exprs)`` for expressions of the column ``col`` alone, evaluated once
+    per distinct value of ``col`` and gathered back by each row's value: the same columns,
+    values and dtypes, without running the string matching (the regexes of :func:`api_class`,
+    :func:`launch_path`, ...) on every row (a million API calls have a few dozen names)."""
+    s = df.get_column(col)
+    u = s.unique()
+    vals = pl.DataFrame({col: u}).with_columns(**exprs)
+    code = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
+    return df.with_columns(vals.get_column(k).gather(code).alias(k) for k in exprs)
+
+
 def base_name() -> pl.Expr:
     """API name without nsys version suffixes (``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``)."""
     return apis.base_name(pl.col("name"))
@@ -194,3 +206,31 @@ def launch_path() -> pl.Expr:
         .then(pl.lit("driver"))
         .otherwise(pl.lit("runtime"))
     )
+
+
+def with_launch_path(df: pl.DataFrame, alias: str = "path") -> pl.DataFrame:
+    """``df.with_columns(launch_path().alias(alias))``, its name and kernel matching done once
+    per distinct name and kernel (:func:`per_value`)."""
+    n = base_name()
+    by_name = (
+        pl.when(n.str.contains("GraphLaunch"))
+        .then(pl.lit("graph"))
+        .when(n.str.contains(r"Memset|Memcpy"))
+        .then(pl.lit("memset_copy"))
+    )
+    driver = n.str.starts_with("cu") & ~n.str.starts_with("cuda")
+    library = pl.col("gpu_name").fill_null("").str.contains(LIBRARY_KERNEL_RE)
+    df = per_value(df, "name", {"__lp_name": by_name, "__lp_driver": driver})
+    df = per_value(df, "gpu_name", {"__lp_library": library})
+    path = (
+        pl.when(pl.col("cls") != "launch")
+        .then(pl.lit(None, dtype=pl.String))
+        .when(pl.col("__lp_name").is_not_null())
+        .then(pl.col("__lp_name"))
+        .when(pl.col("__lp_library"))
+        .then(pl.lit("library"))
+        .when(pl.col("__lp_driver"))
+        .then(pl.lit("driver"))
+        .otherwise(pl.lit("runtime"))
+    )
+    return df.with_columns(path.alias(alias)).drop("__lp_name", "__lp_driver", "__lp_library")
