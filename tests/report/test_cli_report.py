@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -134,15 +135,20 @@ def test_help_has_examples(command: str):
 
 
 def _as_ccdiag(*args: str, env: dict[str, str]) -> str:
-    """Run the CLI under the program name the installed ``ccdiag`` script has."""
+    """Run the CLI under the program name the installed ``ccdiag`` script has, in a clean
+    environment (PATH, a locale, an empty HOME): nothing an earlier test left in ``os.environ``
+    or in the home directory reaches it (in full-suite runs this once printed nothing)."""
     code = "import sys; from ccdiag.cli import app; app(sys.argv[1:], prog_name='ccdiag')"
-    out = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=60,
-    )
+    with tempfile.TemporaryDirectory() as home:
+        clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LC_ALL": "C.UTF-8"}
+        out = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            env={**clean, **env},
+            timeout=60,
+        )
+    assert out.returncode == 0 and out.stdout, (args, env, out.returncode, out.stderr[-2000:])
     return out.stdout
 
 
