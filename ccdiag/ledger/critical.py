@@ -29,7 +29,7 @@ def gpu_runs(gpu: pl.DataFrame, by: list[str], tol: int = RUN_GAP_NS) -> pl.Data
     g = gpu.select(
         *by, "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("e"), launch.alias("le")
     )
-    g = g.sort(*by, "start_ns")
+    g = g.sort(*by, "start_ns", maintain_order=True)  # stable: see ledger.gpu.union_ns
     prev = pl.col("e").cum_max().shift(1).over(by)
     queued = pl.col("le").is_not_null() & (pl.col("le") <= prev + 1000)
     new = ~(queued | (pl.col("start_ns") <= prev + tol)).fill_null(False)

@@ -44,9 +44,14 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def union_ns(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Busy time (union of [start, start+dur)) and row count per group."""
-    df = df.sort(*by, "start_ns")
+def union_ns(df: pl.DataFrame, by: list[str], *, in_start_order: bool = False) -> pl.DataFrame:
+    """Busy time (union of [start, start+dur)) and row count per group.
+
+    ``in_start_order``: ``df`` is already in start order within each group (the sweep below only
+    needs that). Sorts are stable (``maintain_order``): GPU rows come nearly in start order,
+    which a stable sort exploits (5x less CPU than polars' unstable multi-key sort on them)."""
+    if not in_start_order:
+        df = df.sort(*by, "start_ns", maintain_order=True)
     end = pl.col("start_ns") + pl.col("dur_ns")
     prev = end.cum_max().shift(1).over(by).fill_null(pl.col("start_ns"))
     contrib = (end - pl.max_horizontal("start_ns", prev)).clip(lower_bound=0)
@@ -63,8 +68,12 @@ def union_ns(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 def gpu_busy(gpu: pl.DataFrame) -> pl.DataFrame:
     """Per rank, step and class: busy_ns (union over streams and devices), n, sum_ns."""
-    per = union_ns(gpu, ["rank", "step", "gclass"])
-    allc = union_ns(gpu, ["rank", "step"]).with_columns(pl.lit("all").alias("gclass"))
+    # one sort serves both groupings: within (rank, step, gclass) the rows stay in start order
+    g = gpu.select("rank", "step", "gclass", "start_ns", "dur_ns")
+    g = g.sort("rank", "step", "start_ns", maintain_order=True)
+    per = union_ns(g, ["rank", "step", "gclass"], in_start_order=True)
+    allc = union_ns(g, ["rank", "step"], in_start_order=True)
+    allc = allc.with_columns(pl.lit("all").alias("gclass"))
     return pl.concat([per, allc.select(per.columns)])
 
 

@@ -110,7 +110,7 @@ def _stream_free(ev: pl.DataFrame) -> pl.DataFrame:
         "dst_mem",
         "kind",
         pl.col("name").alias("gpu_name"),
-    ).sort("pid", "device", "stream", "start_ns")
+    ).sort("pid", "device", "stream", "start_ns", maintain_order=True)  # stable: see union_ns
     prev = (
         (pl.col("start_ns") + pl.col("dur_ns")).cum_max().shift(1).over("pid", "device", "stream")
     )
