@@ -464,6 +464,8 @@ def _overshoot(
     f = _scale_to_delta(phi, room)
     if f == 1.0:
         return 1.0, None
+    if f >= 0.995:  # the values move by less than 0.5 %: scaled, not worth a note ("by 1.00")
+        return f, None
     return f, (
         f"replay: removing every fired mechanism saves {_fmt(phi)}/step, more than the measured "
         f"delta leaves them ({_fmt(max(room, 0))}/step); their Shapley values are scaled by "

@@ -497,9 +497,17 @@ def _apply_removal(r: _Rank, top: pl.DataFrame, gpu: pl.DataFrame, rm: Removal) 
     unblock = c["unblock"].astype(bool) & r.blocking & (r.own >= 0)
     d = np.maximum(r.d - c["dur_ns"], 0)
     base = np.where(r.blocking & ~unblock, np.maximum(r.base - c["dur_ns"], 0), d)
+    # a blocking copy call's own time comes before its copy starts (its latency from the call's
+    # start): taken out of the call, it moves the copy earlier too (real CC's staging)
+    lat = r.g_lat
+    still = (r.own >= 0) & r.blocking & ~unblock & (c["dur_ns"] > 0)
+    if still.any():
+        lat = lat.copy()
+        own = r.own[still]
+        lat[own] = np.maximum(lat[own] - c["dur_ns"][still], 0)
     return _Rank(
         r.s, d, np.maximum(r.gap - c["gap_ns"], 0), r.blocking & ~unblock, base,
-        np.maximum(r.eps - c["eps_ns"], 0), r.own, r.pad, r.g_ci, r.g_lat, r.g_rel_start,
+        np.maximum(r.eps - c["eps_ns"], 0), r.own, r.pad, r.g_ci, lat, r.g_rel_start,
         np.maximum(r.g_dur - g["dur_ns"], 0), r.g_key, r.g_dep, r.g_dep_delay, r.g_gap,
     )  # fmt: skip
 
