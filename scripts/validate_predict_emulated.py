@@ -450,10 +450,12 @@ def _mech_table(rows: list[dict[str, Any]], head: str) -> list[str]:
 #: from the trace and the measurement (shown only while the row misses, with its live error).
 WHY_MECH = {
     ("decode_graph", "blocked_non_blocking"): (
-        "3 µs over a 12 µs truth (one 64 B readback per step), at the top of the truth's CI"
+        "a 12 µs truth (one 64 B readback per step): a few µs either way, at the edge of the "
+        "truth's CI"
     ),
     ("serve_graph_sync", "blocked_non_blocking"): (
-        "2 µs over a 3 µs truth: the readback was already blocking; below what the replay resolves"
+        "a 3 µs truth (one readback per step that already blocked without CC): a few µs either "
+        "way is below what the replay resolves"
     ),
     ("kv_offload", "launch_toll"): (
         "24 launches × 12.25 µs predicted fully exposed: the calibrated CC-off replay is "
