@@ -95,7 +95,7 @@ def _windows(t: Trace, threads: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
     whole = t.meta.step_marker == WHOLE_TRACE or t.meta.extra.get("steps_from") == WHOLE_TRACE
     if t.steps.height and not whole and not (t.steps["name"] == WHOLE_TRACE).all():
         return t.steps.select("rank", "step", "start_ns", "end_ns").sort("rank", "start_ns"), False
-    host = t.events.join(threads, on=["rank", "pid", "tid"])
+    host = hc.on_threads(t.events, threads)
     w = host.group_by("rank").agg(
         pl.col("start_ns").min(), (pl.col("start_ns") + pl.col("dur_ns")).max().alias("end_ns")
     )
@@ -171,9 +171,7 @@ def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str
 
 def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     api = side.events.filter(pl.col("kind").is_in(vc.API_KINDS))
-    api = api.select("rank", "pid", "tid", "name", "start_ns").join(
-        threads, on=["rank", "pid", "tid"]
-    )
+    api = hc.on_threads(api.select("rank", "pid", "tid", "name", "start_ns"), threads)
     flags = {"_kl": vc.is_kernel_launch(), "_graph": vc.base_name().str.contains("GraphLaunch")}
     api = vc.per_value(api.select("rank", "name", "start_ns"), "name", flags)
     api = hc.assign_window(api.filter(pl.col("_kl")).select("rank", "_graph", "start_ns"), windows)
@@ -254,9 +252,7 @@ def _check_time_units(b: Trace, t: Trace) -> None:
 
 def _check_op_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions) -> None:
     def ops(s: Side) -> pl.DataFrame:
-        rows = s.trace.events.filter(pl.col("kind") == "cpu_op").join(
-            s.threads, on=["rank", "pid", "tid"]
-        )
+        rows = hc.on_threads(s.trace.events.filter(pl.col("kind") == "cpu_op"), s.threads)
         return _counts(
             hc.assign_window(rows.select("rank", "name", "start_ns"), s.windows), "step", "name"
         )

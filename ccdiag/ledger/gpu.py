@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ccdiag.ledger.host import assign_window
+from ccdiag.ledger.host import assign_window, corr_key
 from ccdiag.ledger.vocab import (
     API_KINDS,
     COPY_RE,
@@ -24,16 +24,24 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     timed = assign_window(gpu.select("_row", "rank", "start_ns"), windows).select(
         "_row", pl.col("step").alias("_wstep")
     )
-    gpu = gpu.join(timed, on="_row", how="left")
+    # the window step of each row (a left join on the row index, as a scatter)
+    wstep = pl.repeat(None, gpu.height, dtype=timed.schema["_wstep"], eager=True)
+    gpu = gpu.with_columns(wstep.scatter(timed["_row"], timed["_wstep"]).alias("_wstep"))
     calls = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
     # when the work was enqueued: a launch by the end of its call; a copy once its call started
     # (a copy call that blocks returns only after its copy ran)
-    calls = per_value(calls, "name", {"_copy": base_name().str.contains(COPY_RE)})
+    calls = per_value(calls.select("pid", "correlation", "name", "start_ns", "dur_ns"), "name",
+                      {"_copy": base_name().str.contains(COPY_RE)})  # fmt: skip
     queued = pl.when(pl.col("_copy")).then(pl.col("start_ns"))
-    calls = calls.group_by("pid", "correlation").agg(
-        queued.otherwise(pl.col("start_ns") + pl.col("dur_ns")).min().alias("launch_end")
-    )
-    gpu = gpu.join(calls, on=["pid", "correlation"], how="left")
+    le = queued.otherwise(pl.col("start_ns") + pl.col("dur_ns")).alias("launch_end")
+    pc = corr_key(ev)
+    if pc is None:
+        calls = calls.select("pid", "correlation", le)
+        calls = calls.group_by("pid", "correlation").agg(pl.col("launch_end").min())
+        gpu = gpu.join(calls, on=["pid", "correlation"], how="left")
+    else:  # the same groups and matches on one integer key
+        calls = calls.select(pc, le).group_by("_pc").agg(pl.col("launch_end").min())
+        gpu = gpu.with_columns(pc).join(calls, on="_pc", how="left").drop("_pc")
     known = windows.select("rank", pl.col("step").alias("_k"), pl.lit(True).alias("_ok"))
     gpu = gpu.join(known, left_on=["rank", "step"], right_on=["rank", "_k"], how="left")
     step = pl.when(pl.col("_ok").fill_null(False)).then(pl.col("step")).otherwise(pl.col("_wstep"))

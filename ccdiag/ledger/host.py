@@ -51,6 +51,36 @@ def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
     return keep.select("rank", "pid", "tid").sort("rank", "tid")
 
 
+def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+    """``df.join(threads, on=["rank", "pid", "tid"])``: the rows of the main threads, in
+    ``df``'s order. A run has a thread or two per rank, so it is a filter on their ids (~40x less
+    CPU than the hash join on a million events); a join for many threads, repeated rows or
+    columns besides the ids."""
+    keys = ["rank", "pid", "tid"]
+    if threads.height > 64 or threads.columns != keys or threads.is_duplicated().any():
+        return df.join(threads, on=keys)
+    hit = pl.lit(False)
+    for r, p, t in threads.iter_rows():
+        hit = hit | ((pl.col("rank") == r) & (pl.col("pid") == p) & (pl.col("tid") == t))
+    return df.filter(hit)
+
+
+def corr_key(ev: pl.DataFrame) -> pl.Expr | None:
+    """``pid`` and ``correlation`` packed into one Int64 (``pid * 2**32 + correlation``, null
+    when either is) when every value of ``ev`` fits (both >= 0, pid < 2**31, correlation
+    < 2**32), else None: the rows that join or group on the two columns join or group on it the
+    same way, at about half the cost of a two-column key."""
+    p, c = pl.col("pid"), pl.col("correlation")
+    lo_p, hi_p, lo_c, hi_c = ev.select(
+        p.min().alias("a"), p.max().alias("b"), c.min().alias("c"), c.max().alias("d")
+    ).row(0)
+    if None in (lo_p, hi_p, lo_c, hi_c) or lo_p < 0 or lo_c < 0:
+        return None
+    if hi_p >= 1 << 31 or hi_c >= 1 << 32:
+        return None
+    return (pl.col("pid") * (1 << 32) + pl.col("correlation")).alias("_pc")
+
+
 def assign_window(df: pl.DataFrame, windows: pl.DataFrame, col: str = "start_ns") -> pl.DataFrame:
     """Add ``step``, ``w_start``, ``w_end`` to rows whose ``col`` lies in a step window."""
     w = windows.select(
@@ -158,7 +188,7 @@ def host_calls(
     runtime creates the context lazily inside it.
     """
     api = ev.with_row_index("ev_row").filter(pl.col("kind").is_in(API_KINDS))
-    api = api.join(threads, on=["rank", "pid", "tid"])
+    api = on_threads(api, threads)
     api = api.select(
         "ev_row", "rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id"
     )
@@ -178,8 +208,14 @@ def host_calls(
         )
     api = _extend_copies(ev, api.with_columns(pl.col("dur_ns").alias("raw_dur_ns")))
     rows = _with_coverage(assign_window(api, windows))
-    gpu = _stream_free(ev).unique(["pid", "correlation"], keep="first")
-    rows = rows.join(gpu, on=["pid", "correlation"], how="left")
+    gpu = _stream_free(ev)
+    pc = corr_key(ev)
+    if pc is None:
+        gpu = gpu.unique(["pid", "correlation"], keep="first")
+        rows = rows.join(gpu, on=["pid", "correlation"], how="left")
+    else:  # the same first row per (pid, correlation), one integer key
+        gpu = gpu.with_columns(pc).unique("_pc", keep="first").drop("pid", "correlation")
+        rows = rows.with_columns(pc).join(gpu, on="_pc", how="left").drop("_pc")
     # an async device-to-device copy is a command submission like a memset (CC neither stages
     # nor encrypts it): ledger class launch, not copy
     device_copy = (
@@ -231,7 +267,7 @@ def op_calls(
 
     ``launching_ops`` names the ops that launched kernels in the baseline.
     """
-    ops = ev.filter(pl.col("kind") == "cpu_op").join(threads, on=["rank", "pid", "tid"])
+    ops = on_threads(ev.filter(pl.col("kind") == "cpu_op"), threads)
     ops = ops.select("rank", "pid", "name", "start_ns", "dur_ns", "non_blocking", "external_id")
     rows = _with_coverage(assign_window(ops, windows))
     copy = pl.col("name").is_in(COPY_OPS)
@@ -272,7 +308,7 @@ def launching_op_names(ev: pl.DataFrame, windows: pl.DataFrame, threads: pl.Data
     top = ops.filter(pl.col("top_level")).select(
         "rank", "name", "eff_start", (pl.col("eff_start") + pl.col("eff_ns")).alias("op_end")
     )
-    api = ev.filter(pl.col("kind").is_in(API_KINDS)).join(threads, on=["rank", "pid", "tid"])
+    api = on_threads(ev.filter(pl.col("kind").is_in(API_KINDS)), threads)
     launches = (
         api.filter(base_name().str.contains(LAUNCH_RE)).select("rank", "start_ns").sort("start_ns")
     )
