@@ -515,7 +515,8 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
     kept = frozenset(
         n.filter((pl.col("len") >= MIN_KEY_CALLS) & pl.col("key").str.contains(":"))["key"]
     )
-    m = m.with_columns(coarse_key(pl.col("key"), kept), coarse_key(pl.col("prev_key"), kept))
+    for c in ("key", "prev_key"):  # once per distinct key, not per gap
+        m = per_value(m, c, {c: coarse_key(pl.col(c), kept)})
     keys = sorted(
         (set(m["key"].unique().to_list()) | set(m["prev_key"].unique().to_list())) - {"start"}
     )
