@@ -552,6 +552,58 @@ class TVTrain(_LoaderLoop):
         self.opt.step()
 
 
+class TVEval(_LoaderLoop):
+    """torchvision inference (evaluation) loop: pinned ``DataLoader``, ``.to(non_blocking=True)``,
+    predictions read back with ``.cpu()`` every batch (a blocking D2H copy: each step ends synced).
+
+    The pattern of a validation pass or offline batch inference; a small, launch-heavy model by
+    default (MobileNetV3: depthwise convolutions, squeeze-excitation, hardswish).
+    """
+
+    def __init__(
+        self,
+        model: str = "mobilenet_v3_small",
+        batch: int = 128,
+        size: int = 160,
+        workers: int = 4,
+        classes: int = 100,
+        **_: Any,
+    ) -> None:
+        self.arch, self.batch, self.size, self.workers, self.classes = (
+            model,
+            batch,
+            size,
+            workers,
+            classes,
+        )
+
+    def setup(self) -> None:
+        import torchvision
+
+        torch.manual_seed(0)
+        self.model = getattr(torchvision.models, self.arch)(num_classes=self.classes).to(dev)
+        self.model.eval()
+        self.loader = torch.utils.data.DataLoader(
+            _RandomImages(self.batch * 100_000, self.size, self.classes),
+            batch_size=self.batch,
+            num_workers=self.workers,
+            pin_memory=torch.cuda.is_available(),
+            persistent_workers=self.workers > 0,
+            prefetch_factor=4 if self.workers > 0 else None,
+            drop_last=True,
+        )
+        self.it = iter(self.loader)
+        self.correct = 0
+
+    @torch.inference_mode()
+    def step(self, i: int) -> None:
+        x, y = self._next()
+        xd = x.to(dev, non_blocking=True)
+        xd = (xd.float() / 255.0 - 0.45) / 0.225
+        pred = self.model(xd).argmax(1).cpu()  # blocking D2H readback
+        self.correct += int((pred == y).sum())
+
+
 class HFBertTrain(_LoaderLoop):
     """Hugging Face BERT sequence-classification fine-tuning, random weights, pinned DataLoader."""
 
@@ -723,6 +775,7 @@ class Serving:
 WORKLOADS = {
     "hf_generate": HFGenerate,
     "tv_train": TVTrain,
+    "tv_eval": TVEval,
     "hf_bert_train": HFBertTrain,
     "serving": Serving,
     "decode": Decode,
