@@ -68,6 +68,19 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_settled_copies": ("tv_train_settled", "on_copy_pad+copy_sync", "TUNE"),
     "tv_train_settled_both": ("tv_train_settled", "treatment", "TUNE"),
     "tv_train_settled_after": ("tv_train_settled_after", "treatment", "HELD-OUT"),
+    # HELD-OUT-2, declared 2026-12-02 before its capture (SPLIT.md): scripts/device/run_v4_heldout.sh
+    "tv_eval_launch": ("tv_eval", "only_launch", "HELD-OUT-2"),
+    "tv_eval_copies": ("tv_eval", "on_copy_pad+copy_sync", "HELD-OUT-2"),
+    "tv_eval_both": ("tv_eval", "treatment", "HELD-OUT-2"),
+    "tv_eval_after": ("tv_eval_after", "treatment", "HELD-OUT-2"),
+    "tv_eval_nostep": ("tv_eval_nostep", "treatment", "HELD-OUT-2"),
+    "hf_generate_gpt2": ("hf_generate_gpt2", "treatment", "HELD-OUT-2"),
+}
+
+#: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
+NSYS_PAIRS: dict[str, tuple[str, str]] = {
+    "hf_generate_llama_nsys": ("hf_generate_llama", "TUNE"),
+    "hf_generate_gpt2_nsys": ("hf_generate_gpt2", "HELD-OUT-2"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.
@@ -212,6 +225,7 @@ def emulated_pairs(raws: list[Path], out: Path) -> list[str]:
 
 
 def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys") -> str | None:
+    twin, split = NSYS_PAIRS[name]
     src = find(raws, name)
     if src is None:
         return None
@@ -227,10 +241,10 @@ def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys")
 
     scrub(reps[1], d / "baseline.sqlite")
     scrub(reps[2], d / "treatment.sqlite")
-    kineto = json.loads((out / "hf_generate_llama" / "ground_truth.json").read_text())
+    kineto = json.loads((out / twin / "ground_truth.json").read_text())
     truth = {
         "pair": name,
-        "split": "TUNE",
+        "split": split,
         "workload": timing["workload"],
         "platform": timing["platform"],
         "mechanisms": timing["mechanisms"],
@@ -239,7 +253,8 @@ def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys")
         "--capture-range=cudaProfilerApi --capture-range-end=repeat), exported to SQLite and "
         "scrubbed (scripts/scrub_nsys_sqlite.py: environment rows deleted, paths scrubbed)",
         "capture_ranges": "one process: a discarded warm-up range, then baseline, then treatment "
-        "(one range each, 8 steps, NVTX range ccdiag_step per step)",
+        f"(one range each, {timing['step_ns']['baseline']['n']} steps, NVTX range ccdiag_step "
+        "per step)",
         "session": "per-phase (one nsys capture range per phase, not interleaved)",
         "step_ns": timing["step_ns"],
         "delta_ns_per_step": timing["delta_ns_per_step"],
@@ -249,7 +264,7 @@ def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys")
         "reference_truth": {
             "kineto_single_session_ablation": kineto["impact_ns_per_step"],
             "why": "the same workload and injection under torch.profiler, single-session "
-            "protocol (hf_generate_llama); under nsys only one range per phase was captured, "
+            f"protocol ({twin}); under nsys only one range per phase was captured, "
             "and per-range host overhead under nsys is known to be bimodal on this machine "
             "(sample_traces/README.md), so the in-range delta may hold range-to-range noise",
         },
@@ -581,6 +596,12 @@ def main() -> int:
         help="only rewrite the synthetic pairs (from the pairs already in --out): needed whenever "
         "ccdiag.replay changes, since their treatment and truth are that model's output",
     )
+    p.add_argument(
+        "--pairs-only",
+        action="store_true",
+        help="only the emulated and nsys pairs found in --raw (no synthetic pairs, repeated runs "
+        "or measured_stepTimes.json): to add a later capture without touching the rest",
+    )
     a = p.parse_args()
     if a.synthetic_only:
         made = synthetic_pairs(a.out)
@@ -589,9 +610,13 @@ def main() -> int:
     if not a.raw:
         p.error("--raw is required (unless --synthetic-only)")
     made = emulated_pairs(a.raw, a.out)
-    ns = nsys_pair(a.raw, a.out)
-    if ns:
-        made.append(ns)
+    made += [ns for name in NSYS_PAIRS if (ns := nsys_pair(a.raw, a.out, name))]
+    if a.pairs_only:
+        print(f"pairs: {len(made)}: {', '.join(made)}")
+        bad = check_private(a.out)
+        for b in bad:
+            print("PRIVATE:", b)
+        return 1 if bad else 0
     if not a.no_synthetic:
         made += synthetic_pairs(a.out)
     n = repeated_runs(a.raw, a.out)
