@@ -134,7 +134,9 @@ class StepPartition(_Model):
     baseline_step: int
     treatment_step: int
     delta: int
-    kept: bool = Field(default=True, description="used in the aggregate (not trimmed)")
+    kept: bool = Field(
+        default=True, description="used in the aggregate (not trimmed, not an outlier step)"
+    )
     parts: dict[str, int] = Field(description="mechanism (and 'unattributed') -> ns")
 
 
