@@ -27,7 +27,8 @@ import numpy as np
 import polars as pl
 
 from ccdiag.ledger.removal import Removal
-from ccdiag.replay import Replayer
+from ccdiag.ledger.vocab import API_KINDS, GPU_KINDS
+from ccdiag.replay import Replayer, busy_ns
 
 #: Most mechanisms in one exact Shapley computation (2^k replays).
 MAX_PLAYERS = 6
@@ -96,6 +97,35 @@ def _block(pair: Any, n_max: int) -> tuple[pl.DataFrame, tuple[int, int] | None]
     return a.with_columns((pl.col("idx") > i0).alias("measured")), span
 
 
+#: A run whose steps take within this factor of its GPU's busy time is GPU-bound.
+GPU_BOUND = 0.05
+
+
+def gpu_bound(side: Any) -> bool:
+    """Whether a run's steps are GPU-bound in a steady state: their total time within
+    ``GPU_BOUND`` of the busy time (union over streams) of the GPU work launched in them. Then
+    its host ran ahead until CUDA's finite queue held it back, and a counterfactual of the other
+    run is floored at its own GPU busy time (:func:`ccdiag.replay.gpu_floor`). Steps shorter than
+    their GPU work are a transient (the host still running ahead of an emptied queue, as in a
+    loop's first steps after a sync): no floor then; longer ones are host-bound."""
+    w = side.windows
+    if w.height == 0:
+        return False
+    ev = side.trace.events
+    lo, hi = int(w["start_ns"].min()), int(w["end_ns"].max())
+    calls = ev.filter(
+        pl.col("kind").is_in(API_KINDS)
+        & pl.col("correlation").is_not_null()
+        & pl.col("start_ns").is_between(lo, hi)
+    ).select("pid", "correlation")
+    g = ev.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation").is_not_null()).join(
+        calls.unique(), on=["pid", "correlation"]
+    )
+    total = int((w["end_ns"] - w["start_ns"]).sum())
+    busy = busy_ns(g["start_ns"].to_numpy(), g["dur_ns"].to_numpy())
+    return busy > 0 and abs(total - busy) <= GPU_BOUND * busy
+
+
 def replay_attribution(
     pair: Any, removals: dict[str, Removal], max_steps: int = MAX_REPLAY_STEPS
 ) -> ShapleyResult:
@@ -109,7 +139,7 @@ def replay_attribution(
     """
     t = pair.treatment
     block, span = _block(pair, max_steps)
-    rp = Replayer(t.trace, t.threads, span)
+    rp = Replayer(t.trace, t.threads, span, gpu_floor=gpu_bound(pair.baseline))
     keys = pair.aligned.select("rank", "idx")
     measured = keys.join(block.select("rank", "idx", "measured"), on=["rank", "idx"], how="left")
     mask = measured["measured"].fill_null(False).to_numpy()

@@ -157,3 +157,38 @@ def test_class5_no_blocked_copy_where_the_readback_never_overlapped(pair: str) -
     sync copy waited anyway; the drain thread waits off the main thread)."""
     r = _report(pair)
     assert abs(_share(r, "blocked_non_blocking")) < 0.03
+
+
+# ------------------------------------------- a GPU-bound loop's counterfactual (the queue floor)
+
+
+@pytest.mark.parametrize("pair", ["tv_train_settled_both", "tv_train_settled_after"])
+def test_a_gpu_bound_loop_replayed_without_its_cc_costs_is_not_faster_than_its_gpu(
+    pair: str,
+) -> None:
+    """A training loop that never synchronizes, in its steady state (baseline steps 25.9 ms for
+    25.3 ms of GPU work: the host is held back by CUDA's queue). Replayed without its blocking
+    copies and tolls, the treatment's host ran ahead without bound: 22.0 ms a step (settled_both)
+    and 16.0 ms (settled_after), below the GPU's own busy time. Now within 7 % of the baseline."""
+    rp = _report(pair).partition.replay
+    assert rp is not None
+    assert abs(rp.replayed_without_all_ns_per_step / rp.baseline_ns_per_step - 1) <= 0.07
+
+
+def test_only_a_steady_state_baseline_counts_as_gpu_bound() -> None:
+    """The floor needs a baseline whose steps match its GPU work; the unsettled captures (blocks
+    that start from an empty queue: the host 2 steps ahead of the GPU by the block's end) and
+    loops that wait for their GPU every step are not GPU-bound."""
+    from ccdiag.shapley import gpu_bound
+
+    def bound(p: str) -> bool:
+        d = VAL / p
+        side = {s: next(x for x in d.iterdir() if x.name.startswith(f"{s}.") and "meta" not in x.name)
+                for s in ("baseline", "treatment")}  # fmt: skip
+        return gpu_bound(
+            api.pair(api.load_trace(side["baseline"]), api.load_trace(side["treatment"])).baseline
+        )
+
+    assert bound("tv_train_settled_both") and bound("tv_train_settled_copies")
+    assert not bound("tv_train_both") and not bound("tv_train_copies")
+    assert not bound("serve_graph_sync") and not bound("hf_generate_llama")
