@@ -86,7 +86,7 @@ class Pair:
 
 
 def _has_gpu(t: Trace) -> bool:
-    kinds = t.events["kind"].cast(pl.String).unique().to_list()
+    kinds = t.events["kind"].unique().cast(pl.String).to_list()  # the few kinds, then names
     return not t.meta.host_only and any(k in kinds for k in ("kernel", "memcpy", "collective"))
 
 
@@ -170,8 +170,9 @@ def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str
 
 
 def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    api = side.events.filter(pl.col("kind").is_in(vc.API_KINDS))
-    api = hc.on_threads(api.select("rank", "pid", "tid", "name", "start_ns"), threads)
+    api = side.events.select("kind", "rank", "pid", "tid", "name", "start_ns")
+    api = api.filter(pl.col("kind").is_in(vc.API_KINDS)).drop("kind")
+    api = hc.on_threads(api, threads)
     flags = {"_kl": vc.is_kernel_launch(), "_graph": vc.base_name().str.contains("GraphLaunch")}
     api = vc.per_value(api.select("rank", "name", "start_ns"), "name", flags)
     api = hc.assign_window(api.filter(pl.col("_kl")).select("rank", "_graph", "start_ns"), windows)
@@ -235,8 +236,10 @@ def _check_time_units(b: Trace, t: Trace) -> None:
     """
     ratios = []
     for kinds in (["kernel", "collective"], ["runtime", "driver"], ["cpu_op"]):
-        rows_b = b.events.filter(pl.col("kind").is_in(kinds)).select("name", "dur_ns")
-        rows_t = t.events.filter(pl.col("kind").is_in(kinds)).select("name", "dur_ns")
+        rows_b, rows_t = (
+            e.select("kind", "name", "dur_ns").filter(pl.col("kind").is_in(kinds)).drop("kind")
+            for e in (b.events, t.events)
+        )
         r = _duration_ratio(rows_b, rows_t)
         if r is not None:
             ratios.append(r)
@@ -360,7 +363,7 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     _check_time_units(baseline, treatment)
     t_gpu = _has_gpu(treatment)
     host_only = not t_gpu
-    kinds = set(treatment.events["kind"].cast(pl.String).unique().to_list())
+    kinds = set(treatment.events["kind"].unique().cast(pl.String).to_list())
     op_mode = host_only and not kinds & {"runtime", "driver"}
     b, whole_b = _side(baseline, host_only, op_mode)
     t, whole_t = _side(treatment, host_only, op_mode)

@@ -25,6 +25,7 @@ from ccdiag.ledger.vocab import (
     HOST_CATEGORIES,
     OP_CATEGORIES,
     is_kernel_launch,
+    per_value,
 )
 
 if TYPE_CHECKING:
@@ -101,8 +102,10 @@ class PairContext:
         b, t = self.pair.baseline.trace.events, self.pair.treatment.trace.events
         out = host_slowdown(b, t)
         if out["op_kinds"] == 0 and not self.op_mode:
-            gb, gt = (
-                c.filter((pl.col("cls") == "launch") & is_kernel_launch())["gap_ns"]
+            gb, gt = (  # the name matching once per distinct name, not per call
+                per_value(c.select("name", "cls", "gap_ns"), "name", {"_kl": is_kernel_launch()})
+                .filter((pl.col("cls") == "launch") & pl.col("_kl"))
+                .get_column("gap_ns")
                 for c in (self.calls_b, self.calls_t)
             )
             fit = toll_fit(gb, gt)

@@ -21,9 +21,11 @@ def _pure_host_ops(ev: pl.DataFrame, limit: int = 200_000) -> pl.DataFrame:
         ev = ev.filter(pl.col("start_ns") < cut)
     ops = ev.filter((pl.col("kind") == "cpu_op") & ~pl.col("name").is_in([*COPY_OPS, *SYNC_OPS]))
     ops = ops.select("pid", "tid", "name", "start_ns", "dur_ns").with_row_index("_i")
-    api = ev.filter(pl.col("kind").is_in(API_KINDS)).select("pid", "tid", "start_ns")
     if ops.height == 0:  # no op to test (Nsight Systems traces): the same empty result, at once
-        api = api.clear()
+        api = ev.select("pid", "tid", "start_ns").clear()
+    else:
+        api = ev.select("kind", "pid", "tid", "start_ns").filter(pl.col("kind").is_in(API_KINDS))
+        api = api.drop("kind")
     api = api.sort("start_ns")
     api = api.with_columns(pl.int_range(1, pl.len() + 1).over("pid", "tid").alias("k"))
 

@@ -112,7 +112,8 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
 def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
     """Window time before ``col`` (F(x) = total length of windows left of x), per row."""
     j = (
-        x.with_row_index("_i")
+        x.select("rank", col)  # the columns read here only, through the sorts
+        .with_row_index("_i")
         .sort(col)
         .join_asof(win, left_on=col, right_on="ws", by="rank", check_sortedness=False)
     )

@@ -27,7 +27,8 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     # the window step of each row (a left join on the row index, as a scatter)
     wstep = pl.repeat(None, gpu.height, dtype=timed.schema["_wstep"], eager=True)
     gpu = gpu.with_columns(wstep.scatter(timed["_row"], timed["_wstep"]).alias("_wstep"))
-    calls = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
+    calls = ev.select("kind", "pid", "correlation", "name", "start_ns", "dur_ns")
+    calls = calls.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
     # when the work was enqueued: a launch by the end of its call; a copy once its call started
     # (a copy call that blocks returns only after its copy ran)
     calls = per_value(calls.select("pid", "correlation", "name", "start_ns", "dur_ns"), "name",
@@ -40,7 +41,9 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         calls = calls.group_by("pid", "correlation").agg(pl.col("launch_end").min())
         gpu = gpu.join(calls, on=["pid", "correlation"], how="left")
     else:  # the same groups and matches on one integer key
-        calls = calls.select(pc, le).group_by("_pc").agg(pl.col("launch_end").min())
+        calls = calls.select(pc, le)
+        if not _strictly_increasing(calls["_pc"]):  # else each key once: the min is its row
+            calls = calls.group_by("_pc").agg(pl.col("launch_end").min())
         gpu = gpu.with_columns(pc).join(calls, on="_pc", how="left").drop("_pc")
     known = windows.select("rank", pl.col("step").alias("_k"), pl.lit(True).alias("_ok"))
     gpu = gpu.join(known, left_on=["rank", "step"], right_on=["rank", "_k"], how="left")
@@ -50,6 +53,12 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         .drop("_row", "_wstep", "_ok")
         .filter(pl.col("step").is_not_null())
     )
+
+
+def _strictly_increasing(s: pl.Series) -> bool:
+    """No nulls and every value above the one before (API calls come in correlation order, so
+    a group-by on the key would only copy the rows)."""
+    return s.null_count() == 0 and bool((s.diff().drop_nulls() > 0).all())
 
 
 def union_ns(df: pl.DataFrame, by: list[str], *, in_start_order: bool = False) -> pl.DataFrame:

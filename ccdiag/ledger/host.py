@@ -31,7 +31,8 @@ def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
     polls events). Their calls are laid on one timeline: the step's host critical path hands over
     between them. Without API calls (host-only traces): the thread with the most cpu_ops.
     """
-    api = ev.filter(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null())
+    api = ev.select("rank", "pid", "tid", "kind", "name")
+    api = api.filter(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null())
     if host_only or api.height == 0:
         rows = ev.filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_not_null())
         top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
@@ -123,9 +124,11 @@ def _with_coverage(rows: pl.DataFrame) -> pl.DataFrame:
 def _stream_free(ev: pl.DataFrame) -> pl.DataFrame:
     """For each GPU row: when its stream finished the work queued before it (and ``gpu_row``,
     its row in ``ev``)."""
-    gpu = ev.with_row_index("gpu_row").filter(
-        pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation").is_not_null()
-    )
+    gpu = ev.with_row_index("gpu_row").select(
+        "gpu_row", "pid", "device", "stream", "correlation", "start_ns", "dur_ns", "bytes",
+        "copy_kind", "src_mem", "dst_mem", "kind", "name",
+    )  # fmt: skip
+    gpu = gpu.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation").is_not_null())
     gpu = gpu.select(
         pl.col("gpu_row").cast(pl.Int64),
         "pid",
@@ -187,11 +190,11 @@ def host_calls(
     whole-program trace the process's first CUDA runtime call is ``setup`` whatever its name: the
     runtime creates the context lazily inside it.
     """
-    api = ev.with_row_index("ev_row").filter(pl.col("kind").is_in(API_KINDS))
-    api = on_threads(api, threads)
-    api = api.select(
-        "ev_row", "rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id"
-    )
+    # the columns read here only, before the filters (a filter copies every column it keeps)
+    read = ("rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id")
+    api = ev.with_row_index("ev_row").select("ev_row", *read, "tid")
+    api = on_threads(api.filter(pl.col("kind").is_in(API_KINDS)), threads)
+    api = api.select("ev_row", *read)
     # state queries (cuKernelGetName before each launch in nsys, cudaStreamIsCapturing) are host
     # code, not ledger boundaries: a toll paid before them still lies in the gap before the launch
     query = base_name().is_in(list(apis.QUERY_APIS))
