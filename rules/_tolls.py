@@ -23,7 +23,14 @@ import polars as pl
 from ccdiag.ledger import control as ctl
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
-from ccdiag.ledger.align import HOLDS_SHARE, MIN_WINDOWS, GapModel, lookup, step_part
+from ccdiag.ledger.align import (
+    HOLDS_SHARE,
+    MIN_WINDOWS,
+    GapModel,
+    least_size_shift,
+    lookup,
+    step_part,
+)
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 
 
@@ -188,11 +195,12 @@ def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> floa
     keys = seq_t.select(gaps.key("key").alias("k"), gaps.key("prev_key").alias("p"))
     n_b = dict(keys.group_by("k").len().iter_rows())
     n_a = dict(keys.group_by("p").len().iter_rows())
-    others = [k for k in set(gaps.before) | set(gaps.after) if k.split(":")[0] not in fired]
-    num = sum(n_a.get(k, 0) * gaps.after.get(k, 0.0) - n_b.get(k, 0) * gaps.before.get(k, 0.0)
-              for k in others)  # fmt: skip
-    den = sum(n_a.get(k, 0) + n_b.get(k, 0) for k in others)
-    return num / den if den > 0 else 0.0
+    others = sorted(k for k in set(gaps.before) | set(gaps.after) if k.split(":")[0] not in fired)
+
+    def col(d: dict, default: float = 0.0) -> np.ndarray:
+        return np.array([float(d.get(k, default)) for k in others])
+
+    return least_size_shift(col(gaps.before), col(gaps.after), col(n_b), col(n_a))
 
 
 def toll_removal(

@@ -428,6 +428,17 @@ def _tail(cell: np.ndarray, z: np.ndarray, r0: np.ndarray) -> tuple[float, float
     return h + tail, float(np.sqrt((r * r).sum() / max(z.size - 1, 1) / zz))
 
 
+def least_size_shift(
+    before: np.ndarray, after: np.ndarray, w_before: np.ndarray, w_after: np.ndarray
+) -> float:
+    """The shift ``c`` of the gap model's free direction (``before + c``, ``after − c``) that
+    minimises ``Σ w_b (before + c)² + w_a (after − c)²`` over the keys given: weighted by their
+    calls, they end as close to 0 as the fit allows. :func:`_recentred` takes it over every key;
+    LA01's removal (``rules/_tolls._untolled_zero``) over the keys of no fired path only."""
+    den = float(w_before.sum() + w_after.sum())
+    return float(((w_after * after) - (w_before * before)).sum() / den) if den > 0 else 0.0
+
+
 def _recentred(beta: np.ndarray, nk: int, kc: np.ndarray, pc: np.ndarray) -> np.ndarray:
     """The constants with the fit's free direction fixed. Every gap has a call after it and
     (but a step's first) one before it, so ``before[k] + c`` and ``after[k] − c`` for every key
@@ -442,7 +453,7 @@ def _recentred(beta: np.ndarray, nk: int, kc: np.ndarray, pc: np.ndarray) -> np.
     w_a = np.bincount(pc, minlength=nk + 1)[:nk].astype(float)
     if w_b.sum() + w_a.sum() <= 0:
         return beta
-    c = float(((w_a * a) - (w_b * b)).sum() / (w_b.sum() + w_a.sum()))
+    c = least_size_shift(b, a, w_b, w_a)
     out = beta.copy()
     out[:nk], out[nk : 2 * nk] = b + c, a - c
     return out
