@@ -205,13 +205,15 @@ def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> floa
 
 def toll_removal(
     seq_t: pl.DataFrame, tolls: list[PathToll], gaps: GapModel
-) -> tuple[Removal, pl.DataFrame]:
+) -> tuple[Removal, pl.DataFrame, dict[str, float]]:
     """The treatment without the tolls of ``tolls`` (fired paths), and the paid ns per step.
 
     In the call: the path's mean paid cost, its scaled share spread in proportion to each call's
     duration; in the gaps: the path's ``before`` (gap before the call) and ``after``
     (gap before the next call). Each clipped to what the treatment's call or gap holds.
-    Returns the removal and rank, idx, in_call, gap (ns per step).
+    Returns the removal, rank, idx, in_call, gap (ns per step), and the ns removed per launch
+    path in all (a gap's removal split between the call after it and the call before it in
+    proportion to their constants).
     """
     fired = {t.path: t for t in tolls}
     keep = [k for k in gaps.before if k.split(":")[0] in fired]
@@ -242,7 +244,25 @@ def toll_removal(
     per = r.group_by("rank", "idx").agg(
         pl.col("rm_dur").sum().alias("in_call"), pl.col("rm_gap").sum().alias("gap")
     )
-    return Removal(calls=calls.cast(REMOVAL_CALLS)), per
+    b_val, a_val = lookup("_gk", before).clip(0.0), lookup("_gp", after).clip(0.0)
+    own = (b_val / (b_val + a_val)).fill_nan(0.5)
+    parts = r.with_columns(
+        (pl.col("rm_dur") + pl.col("rm_gap") * own).alias("_own"),
+        (pl.col("rm_gap") * (1.0 - own)).alias("_prev"),
+        pl.col("path").shift(1).over("rank", "idx").alias("_prev_path"),
+    )
+    by_path = (
+        pl.concat(
+            [
+                parts.select(pl.col("path").alias("p"), pl.col("_own").alias("ns")),
+                parts.select(pl.col("_prev_path").alias("p"), pl.col("_prev").alias("ns")),
+            ]
+        )
+        .group_by("p")
+        .agg(pl.col("ns").sum())
+    )
+    taken = {p: float(ns) for p, ns in by_path.iter_rows() if p is not None}
+    return Removal(calls=calls.cast(REMOVAL_CALLS)), per, taken
 
 
 CALL = "inside the launch call"

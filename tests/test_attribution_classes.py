@@ -192,3 +192,20 @@ def test_only_a_steady_state_baseline_counts_as_gpu_bound() -> None:
     assert bound("tv_train_settled_both") and bound("tv_train_settled_copies")
     assert not bound("tv_train_both") and not bound("tv_train_copies")
     assert not bound("serve_graph_sync") and not bound("hf_generate_llama")
+
+
+@pytest.mark.parametrize("pair", ["hf_generate_gpt2_nsys", "hf_generate_llama", "tv_train_both"])
+def test_the_launch_finding_says_what_its_removal_takes(pair: str) -> None:
+    """LA01's text gave the gap model's per-call constants as "paid": on GPT-2 under nsys
+    (launches back to back) 65.7 µs per runtime launch and 35.1 ms/step against a 19.5 ms delta,
+    while the removal took 18.4 ms. The text now says the removal's amount, the report's
+    ``paid_ns_per_step``."""
+    import re
+
+    from ccdiag.units import duration
+
+    r = _report(pair)
+    a = next(x for x in r.attribution if x.mechanism == "launch_toll")
+    m = re.search(r"launches/step, (.+?)/step paid on", a.summary)
+    assert m is not None and a.paid_ns_per_step is not None
+    assert m.group(1) == duration(a.paid_ns_per_step)
