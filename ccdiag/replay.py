@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from ccdiag import apis
+from ccdiag.ledger import gpu as gp
 from ccdiag.ledger import host as hc
 from ccdiag.ledger import vocab as vc
 from ccdiag.ledger.removal import Removal
@@ -567,29 +568,19 @@ class Replayer:
             ws = _shift_map(w["start_ns"], t0, t1)
             we = _shift_map(w["end_ns"], t0, t1)
             dur = (we - ws).to_numpy().astype(np.int64)
-            if removal is not None and self.gpu_floor:
-                inside = w["start_ns"].to_numpy()
+            if removal is not None and self.gpu_floor and g2.size:
+                starts = w["start_ns"].to_numpy()
                 inside = (
                     np.ones(dur.size, dtype=bool)
                     if self.span is None
-                    else (inside >= self.span[0]) & (inside < self.span[1])
+                    else (starts >= self.span[0]) & (starts < self.span[1])
                 )
-                dur = gpu_floor(dur, inside, busy_ns(g2, r.g_dur))
+                rows = pl.DataFrame({"rank": rank, "start_ns": g2, "dur_ns": r.g_dur})
+                busy = int(gp.union_ns(rows, ["rank"])["busy_ns"].sum())
+                dur = gpu_floor(dur, inside, busy)
             out.append(w.select("rank", "step", pl.Series("dur_ns", dur)))
         schema = {"rank": pl.Int32, "step": pl.Int32, "dur_ns": pl.Int64}
         return pl.concat(out).cast(schema) if out else pl.DataFrame(schema=schema)
-
-
-def busy_ns(start: np.ndarray, dur: np.ndarray) -> int:
-    """Union of the intervals ``[start, start + dur)`` (GPU busy time over all streams)."""
-    if start.size == 0:
-        return 0
-    order = np.argsort(start, kind="stable")
-    a, b = start[order], start[order] + dur[order]
-    reach = np.maximum.accumulate(b)
-    first = np.nonzero(np.concatenate([[True], a[1:] > reach[:-1]]))[0]
-    last = np.concatenate([first[1:], [a.size]]) - 1
-    return int((reach[last] - a[first]).sum())
 
 
 def gpu_floor(dur: np.ndarray, inside: np.ndarray, busy: int) -> np.ndarray:

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ccdiag.ledger.gpu import union_ns
 from ccdiag.ledger.removal import Removal
-from ccdiag.ledger.vocab import API_KINDS, GPU_KINDS
-from ccdiag.replay import Replayer, busy_ns
+from ccdiag.replay import Replayer
 
 #: Most mechanisms in one exact Shapley computation (2^k replays).
 MAX_PLAYERS = 6
@@ -103,26 +103,17 @@ GPU_BOUND = 0.05
 
 def gpu_bound(side: Any) -> bool:
     """Whether a run's steps are GPU-bound in a steady state: their total time within
-    ``GPU_BOUND`` of the busy time (union over streams) of the GPU work launched in them. Then
-    its host ran ahead until CUDA's finite queue held it back, and a counterfactual of the other
-    run is floored at its own GPU busy time (:func:`ccdiag.replay.gpu_floor`). Steps shorter than
-    their GPU work are a transient (the host still running ahead of an emptied queue, as in a
-    loop's first steps after a sync): no floor then; longer ones are host-bound."""
+    ``GPU_BOUND`` of the busy time (union over streams) of their GPU rows (``side.gpu``: the rows
+    of the kept steps, by their launch's step). Then its host ran ahead until CUDA's finite
+    queue held it back, and a counterfactual of the other run is floored at its own GPU busy
+    time (:func:`ccdiag.replay.gpu_floor`). Steps shorter than their GPU work are a transient
+    (the host still running ahead of an emptied queue, as in a loop's first steps after a
+    sync): no floor then; longer ones are host-bound."""
     w = side.windows
-    if w.height == 0:
+    if w.height == 0 or side.gpu.height == 0:
         return False
-    ev = side.trace.events
-    lo, hi = int(w["start_ns"].min()), int(w["end_ns"].max())
-    calls = ev.filter(
-        pl.col("kind").is_in(API_KINDS)
-        & pl.col("correlation").is_not_null()
-        & pl.col("start_ns").is_between(lo, hi)
-    ).select("pid", "correlation")
-    g = ev.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("correlation").is_not_null()).join(
-        calls.unique(), on=["pid", "correlation"]
-    )
     total = int((w["end_ns"] - w["start_ns"]).sum())
-    busy = busy_ns(g["start_ns"].to_numpy(), g["dur_ns"].to_numpy())
+    busy = int(union_ns(side.gpu.select("rank", "start_ns", "dur_ns"), ["rank"])["busy_ns"].sum())
     return busy > 0 and abs(total - busy) <= GPU_BOUND * busy
 
 

@@ -1,12 +1,23 @@
-"""``ccdiag.replay.busy_ns`` / ``gpu_floor``: the steady-state floor of a counterfactual."""
+"""The steady-state floor of a counterfactual: ``ccdiag.replay.gpu_floor`` and the GPU busy time
+it is floored at (``ccdiag.ledger.gpu.union_ns``, the ledger's own union over streams)."""
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccdiag.replay import busy_ns, gpu_floor
+from ccdiag.ledger.gpu import union_ns
+from ccdiag.replay import gpu_floor
+
+
+def busy_ns(s: np.ndarray, d: np.ndarray) -> int:
+    rows = pl.DataFrame(
+        {"k": [0] * s.size, "start_ns": s, "dur_ns": d},
+        schema_overrides={"start_ns": pl.Int64, "dur_ns": pl.Int64},
+    )
+    return int(union_ns(rows, ["k"])["busy_ns"].sum())
 
 
 def test_busy_time_is_the_union_over_streams() -> None:
