@@ -489,6 +489,21 @@ class _LoaderLoop:
     """
 
     loader: Any
+    batch: int
+    workers: int
+
+    def _start(self, data: torch.utils.data.Dataset) -> None:
+        """The pinned DataLoader over ``data`` (``self.batch``, ``self.workers``) and its iterator."""
+        self.loader = torch.utils.data.DataLoader(
+            data,
+            batch_size=self.batch,
+            num_workers=self.workers,
+            pin_memory=torch.cuda.is_available(),
+            persistent_workers=self.workers > 0,
+            prefetch_factor=4 if self.workers > 0 else None,
+            drop_last=True,
+        )
+        self.it = iter(self.loader)
 
     def _next(self) -> Any:
         try:
@@ -522,24 +537,18 @@ class TVTrain(_LoaderLoop):
             classes,
         )
 
-    def setup(self) -> None:
+    def _vision_model(self) -> torch.nn.Module:
         import torchvision
 
         torch.manual_seed(0)
-        self.model = getattr(torchvision.models, self.arch)(num_classes=self.classes).to(dev)
+        return getattr(torchvision.models, self.arch)(num_classes=self.classes).to(dev)
+
+    def setup(self) -> None:
+        self.model = self._vision_model()
         self.model.train()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.loss = torch.nn.CrossEntropyLoss()
-        self.loader = torch.utils.data.DataLoader(
-            _RandomImages(self.batch * 100_000, self.size, self.classes),
-            batch_size=self.batch,
-            num_workers=self.workers,
-            pin_memory=torch.cuda.is_available(),
-            persistent_workers=self.workers > 0,
-            prefetch_factor=4 if self.workers > 0 else None,
-            drop_last=True,
-        )
-        self.it = iter(self.loader)
+        self._start(_RandomImages(self.batch * 100_000, self.size, self.classes))
 
     def step(self, i: int) -> None:
         x, y = self._next()
@@ -552,7 +561,7 @@ class TVTrain(_LoaderLoop):
         self.opt.step()
 
 
-class TVEval(_LoaderLoop):
+class TVEval(TVTrain):
     """torchvision inference (evaluation) loop: pinned ``DataLoader``, ``.to(non_blocking=True)``,
     predictions read back with ``.cpu()`` every batch (a blocking D2H copy: each step ends synced).
 
@@ -569,30 +578,12 @@ class TVEval(_LoaderLoop):
         classes: int = 100,
         **_: Any,
     ) -> None:
-        self.arch, self.batch, self.size, self.workers, self.classes = (
-            model,
-            batch,
-            size,
-            workers,
-            classes,
-        )
+        super().__init__(model, batch, size, workers, classes)
 
     def setup(self) -> None:
-        import torchvision
-
-        torch.manual_seed(0)
-        self.model = getattr(torchvision.models, self.arch)(num_classes=self.classes).to(dev)
+        self.model = self._vision_model()
         self.model.eval()
-        self.loader = torch.utils.data.DataLoader(
-            _RandomImages(self.batch * 100_000, self.size, self.classes),
-            batch_size=self.batch,
-            num_workers=self.workers,
-            pin_memory=torch.cuda.is_available(),
-            persistent_workers=self.workers > 0,
-            prefetch_factor=4 if self.workers > 0 else None,
-            drop_last=True,
-        )
-        self.it = iter(self.loader)
+        self._start(_RandomImages(self.batch * 100_000, self.size, self.classes))
         self.correct = 0
 
     @torch.inference_mode()
@@ -636,16 +627,7 @@ class HFBertTrain(_LoaderLoop):
         )
         self.model = transformers.BertForSequenceClassification(cfg).to(dev).train()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
-        self.loader = torch.utils.data.DataLoader(
-            _RandomTokens(self.batch * 100_000, self.seq, self.vocab, 4),
-            batch_size=self.batch,
-            num_workers=self.workers,
-            pin_memory=torch.cuda.is_available(),
-            persistent_workers=self.workers > 0,
-            prefetch_factor=4 if self.workers > 0 else None,
-            drop_last=True,
-        )
-        self.it = iter(self.loader)
+        self._start(_RandomTokens(self.batch * 100_000, self.seq, self.vocab, 4))
 
     def step(self, i: int) -> None:
         batch = {k: v.to(dev, non_blocking=True) for k, v in self._next().items()}
