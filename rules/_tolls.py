@@ -197,8 +197,8 @@ def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> floa
     n_a = dict(keys.group_by("p").len().iter_rows())
     others = sorted(k for k in set(gaps.before) | set(gaps.after) if k.split(":")[0] not in fired)
 
-    def col(d: dict, default: float = 0.0) -> np.ndarray:
-        return np.array([float(d.get(k, default)) for k in others])
+    def col(d: dict) -> np.ndarray:
+        return np.array([float(d.get(k, 0.0)) for k in others])
 
     return least_size_shift(col(gaps.before), col(gaps.after), col(n_b), col(n_a))
 
