@@ -672,14 +672,14 @@ def diagnose_pair(
         warnings.append(
             "the per-step delta is within the noise: nothing here is a finding; repeat the runs"
         )
-    basis = f"mean over {int(keep.sum())} of {n} aligned steps" + (
-        ""
-        if keep.sum() == n
-        else " (10% lowest and highest deltas dropped)"
+    dropped = n - int(keep.sum())
+    why = (
+        " (10% lowest and highest deltas dropped)"
         if n >= 10
-        else f" ({n - int(keep.sum())} outlier step{'s' if n - keep.sum() > 1 else ''} dropped: "
-        f"modified z-score of its delta > {_OUTLIER_Z})"
+        else f" ({dropped} outlier step{'s' if dropped > 1 else ''} dropped: modified z-score "
+        f"of its delta > {_OUTLIER_Z})"
     )
+    basis = f"mean over {n - dropped} of {n} aligned steps" + (why if dropped else "")
     return Report(
         ccdiag_version=__version__,
         baseline=_trace_info(pair.baseline, n),
