@@ -75,12 +75,19 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_eval_after": ("tv_eval_after", "treatment", "HELD-OUT-2"),
     "tv_eval_nostep": ("tv_eval_nostep", "treatment", "HELD-OUT-2"),
     "hf_generate_gpt2": ("hf_generate_gpt2", "treatment", "HELD-OUT-2"),
+    # HELD-OUT-3, declared 2026-12-02 18:50 before its capture: scripts/device/run_v5_heldout3.sh
+    "hf_generate_t5": ("hf_generate_t5", "treatment", "HELD-OUT-3"),
+    "hf_generate_t5_after": ("hf_generate_t5_after", "treatment", "HELD-OUT-3"),
+    "tv_train_effnet_launch": ("tv_train_effnet", "only_launch", "HELD-OUT-3"),
+    "tv_train_effnet_copies": ("tv_train_effnet", "on_copy_pad+copy_sync", "HELD-OUT-3"),
+    "tv_train_effnet_both": ("tv_train_effnet", "treatment", "HELD-OUT-3"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
 NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_llama_nsys": ("hf_generate_llama", "TUNE"),
     "hf_generate_gpt2_nsys": ("hf_generate_gpt2", "HELD-OUT-2"),
+    "hf_generate_t5_nsys": ("hf_generate_t5", "HELD-OUT-3"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -378,9 +378,9 @@ _BUSY: Any = None
 class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
-    A small Llama (or GPT-2) built from a config (no download); one step is one ``generate()``
-    call of ``new_tokens`` tokens after a ``prompt``-token prefill (``min_new_tokens`` pins the
-    length), ending with a host sync.
+    A small Llama (GPT-2, or the encoder-decoder T5) built from a config (no download); one step
+    is one ``generate()`` call of ``new_tokens`` tokens after a ``prompt``-token prefill
+    (``min_new_tokens`` pins the length), ending with a host sync.
     """
 
     def __init__(
@@ -413,6 +413,20 @@ class HFGenerate:
                 eos_token_id=2,
             )
             model = transformers.GPT2LMHeadModel(cfg)
+        elif self.arch == "t5":  # encoder-decoder: cross-attention, relative position buckets
+            cfg = transformers.T5Config(
+                vocab_size=self.vocab,
+                d_model=self.d,
+                d_kv=self.d // self.heads,
+                d_ff=4 * self.d,
+                num_layers=self.layers,
+                num_decoder_layers=self.layers,
+                num_heads=self.heads,
+                pad_token_id=0,
+                eos_token_id=2,
+                decoder_start_token_id=0,
+            )
+            model = transformers.T5ForConditionalGeneration(cfg)
         else:
             cfg = transformers.LlamaConfig(
                 vocab_size=self.vocab,
