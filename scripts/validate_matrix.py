@@ -4,7 +4,6 @@
     python scripts/validate_matrix.py --split held-out   # judged once, at the end
     python scripts/validate_matrix.py --split held-out-2 # the second held-out set (SPLIT.md)
     python scripts/validate_matrix.py --split held-out-3 # the third, judged once
-    python scripts/validate_matrix.py --split dev        # every set open for development
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -53,11 +52,16 @@ HEADER = (
 )
 
 
+#: The sets of SPLIT.md, in the order they were declared (and are reported).
+SPLITS = ("TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3")
+
+
 def split_of() -> dict[str, str]:
-    """pair -> TUNE / HELD-OUT / HELD-OUT-2 / HELD-OUT-3, read from SPLIT.md's tables."""
+    """pair -> its set (``SPLITS``), read from SPLIT.md's tables."""
+    sets = "|".join(sorted(SPLITS, key=len, reverse=True))  # HELD-OUT-2 before HELD-OUT
     out = {}
     for line in (VAL / "SPLIT.md").read_text().splitlines():
-        m = re.match(r"\| `([\w]+)` \|.*\| (TUNE|HELD-OUT-3|HELD-OUT-2|HELD-OUT) \|\s*$", line)
+        m = re.match(rf"\| `([\w]+)` \|.*\| ({sets}) \|\s*$", line)
         if m:
             out[m.group(1)] = m.group(2)
     return out
@@ -258,7 +262,8 @@ def render(results: list[PairResult], title: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=["tune", "held-out", "held-out-2", "held-out-3", "dev", "all"], default="tune")
+    choices = {s.lower(): {s} for s in SPLITS} | {"all": set(SPLITS)}
+    ap.add_argument("--split", choices=list(choices), default="tune")
     ap.add_argument("--pairs", nargs="*", help="only these pairs")
     ap.add_argument("--write", type=Path, help="also write the markdown here")
     ap.add_argument(
@@ -267,19 +272,12 @@ def main() -> None:
     )  # fmt: skip
     args = ap.parse_args()
     split = split_of()
-    want = {
-        "tune": {"TUNE"},
-        "held-out": {"HELD-OUT"},
-        "held-out-2": {"HELD-OUT-2"},
-        "held-out-3": {"HELD-OUT-3"},
-        "dev": {"TUNE", "HELD-OUT", "HELD-OUT-2"},  # what the engine may be tuned on now
-        "all": {"TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3"},
-    }[args.split]
+    want = choices[args.split]
     names = sorted(n for n, s in split.items() if s in want and (VAL / n).is_dir())
     if args.pairs:
         names = [n for n in names if n in args.pairs]
     text = []
-    for s in ("TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3"):
+    for s in SPLITS:
         group = [n for n in names if split[n] == s]
         if not group:
             continue
