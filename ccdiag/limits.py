@@ -238,11 +238,8 @@ def open_regular(path: Path, what: str = "a trace file"):  # type: ignore[no-unt
 
 
 # -- the memory bound -------------------------------------------------------------------------
-#: Interpreter, libraries and a few chunks in flight. Was 0.35 GiB; raised on 2026-12-02 when the
-#: lowest-versions CI job (polars 1.41) peaked at 358.6 MiB on the flat 70 MiB `huge_header`
-#: shape (the 0.35 GiB bound is 358.4 MiB; 330 MiB with the locked versions): a top-level string
-#: before the array is still decoded whole, which is the open fix, not this bound.
-MEMORY_BASE = int(0.375 * (1 << 30))
+#: Interpreter, libraries and a few chunks in flight.
+MEMORY_BASE = int(0.35 * (1 << 30))
 #: Peak bytes per byte of uncompressed input, for the densest input that is read.
 MEMORY_FACTOR = 8.0
 
