@@ -378,7 +378,7 @@ _BUSY: Any = None
 class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
-    A small Llama (GPT-2, or the encoder-decoder T5) built from a config (no download); one step
+    A small Llama (GPT-2, GPT-NeoX, or the encoder-decoder T5) built from a config (no download); one step
     is one ``generate()`` call of ``new_tokens`` tokens after a ``prompt``-token prefill
     (``min_new_tokens`` pins the length), ending with a host sync.
     """
@@ -413,6 +413,20 @@ class HFGenerate:
                 eos_token_id=2,
             )
             model = transformers.GPT2LMHeadModel(cfg)
+        elif self.arch == "gpt_neox":  # Pythia-style: parallel residual, partial rotary, fused QKV
+            cfg = transformers.GPTNeoXConfig(
+                vocab_size=self.vocab,
+                hidden_size=self.d,
+                intermediate_size=4 * self.d,
+                num_hidden_layers=self.layers,
+                num_attention_heads=self.heads,
+                max_position_embeddings=512,
+                rotary_pct=0.25,
+                use_parallel_residual=True,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+            model = transformers.GPTNeoXForCausalLM(cfg)
         elif self.arch == "t5":  # encoder-decoder: cross-attention, relative position buckets
             cfg = transformers.T5Config(
                 vocab_size=self.vocab,
