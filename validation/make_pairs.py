@@ -81,6 +81,9 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_effnet_launch": ("tv_train_effnet", "only_launch", "HELD-OUT-3"),
     "tv_train_effnet_copies": ("tv_train_effnet", "on_copy_pad+copy_sync", "HELD-OUT-3"),
     "tv_train_effnet_both": ("tv_train_effnet", "treatment", "HELD-OUT-3"),
+    # HELD-OUT-4, declared 2026-12-03 19:40 before its capture: scripts/device/run_v6_heldout4.sh
+    "hf_generate_neox": ("hf_generate_neox", "treatment", "HELD-OUT-4"),
+    "hf_generate_neox_after": ("hf_generate_neox_after", "treatment", "HELD-OUT-4"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -88,6 +91,7 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_llama_nsys": ("hf_generate_llama", "TUNE"),
     "hf_generate_gpt2_nsys": ("hf_generate_gpt2", "HELD-OUT-2"),
     "hf_generate_t5_nsys": ("hf_generate_t5", "HELD-OUT-3"),
+    "hf_generate_neox_nsys": ("hf_generate_neox", "HELD-OUT-4"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.
