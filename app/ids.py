@@ -56,6 +56,7 @@ UPLOAD_TREATMENT = "upload-treatment"
 UPLOAD_CHECK = "upload-check"  # client-side size check result, per side
 UPLOAD_MSG = "upload-message"
 UPLOAD_LIMIT = "upload-limit"  # a Store with the server's limit in bytes
+UPLOAD_LIMIT_NOTE = "upload-limit-note"  # the limit, said on the page once it is known
 TRACES_MSG = "traces-message"
 
 # --- what if CC (issue 13: the prediction page, app/pages/whatif.py)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ccdiag.app import ids
 from ccdiag.app.sources import SourceError, Sources
+from ccdiag.app.units import fmt_bytes
 from dash import ClientsideFunction, Dash, Input, Output, State, dcc, html, no_update
 
 PAGE = {"path": "/traces", "name": "Traces", "title": "ccdiag · choose traces", "order": 4}
@@ -66,6 +67,7 @@ def layout(**_: Any) -> html.Div:
                 "sides are uploaded.",
                 className="muted",
             ),
+            html.P(id=ids.UPLOAD_LIMIT_NOTE, className="muted"),
             html.Div([_upload(s) for s in SIDES], className="grid2"),
         ]
     )
@@ -77,15 +79,19 @@ def register(app: Dash, sources: Sources) -> None:
         Output(ids.DIR_PICK, "options"),
         Output(ids.DIR_BLOCK, "style"),
         Output(ids.UPLOAD_LIMIT, "data"),
+        Output(ids.UPLOAD_LIMIT_NOTE, "children"),
         Input(ids.UPLOAD_LIMIT, "id"),
     )
     def _options(_: Any) -> Any:
         listed = sources.options("dir")
+        limit = sources.max_upload_bytes
         return (
             sources.options("sample"),
             listed,
             {"display": "block" if listed else "none"},
-            sources.max_upload_bytes,
+            limit,
+            f"This server accepts uploads of up to {fmt_bytes(limit)} per side "
+            "(ccdiag app --max-upload-mb); larger traces: start the app with --trace-dir.",
         )
 
     @app.callback(

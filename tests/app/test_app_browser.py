@@ -153,8 +153,19 @@ def wait_for_pair(page: Any, label: str) -> None:
     sync_api.expect(page.locator("#pair-label")).to_have_text(label, timeout=90_000)
 
 
-def open_sample(page: Any, server: str, label: str) -> None:
+def open_traces(page: Any, server: str) -> None:
+    """Open the Traces page and wait until it says the server's upload limit: its callbacks
+    have run, so a file set or a list opened now is answered (Playwright is faster than a person: a file set
+    while the page content is still being routed in went unanswered once in CI, the message
+    staying empty for 30 s)."""
     page.goto(server + "/traces")
+    sync_api.expect(page.locator("#upload-limit-note")).to_contain_text(
+        "accepts uploads of up to 500.00 KB per side"
+    )
+
+
+def open_sample(page: Any, server: str, label: str) -> None:
+    open_traces(page, server)
     page.click("#sample-pick")
     page.get_by_role("option", name=label, exact=True).click()
     wait_for_pair(page, label)
@@ -235,7 +246,7 @@ def test_recommendations_are_ranked_with_why_and_how(page: Any, server: str) -> 
 
 
 def test_the_traces_page_lists_samples_and_the_trace_folder(page: Any, server: str) -> None:
-    page.goto(server + "/traces")
+    open_traces(page, server)
     page.click("#dir-pick")
     sync_api.expect(page.get_by_role("option", name="payload_names", exact=True)).to_be_visible()
     page.keyboard.press("Escape")
@@ -249,7 +260,7 @@ def test_the_traces_page_lists_samples_and_the_trace_folder(page: Any, server: s
 def test_an_uploaded_pair_is_analysed(page: Any, server: str) -> None:
     # arrange
     d = SAMPLES / "async_readback"
-    page.goto(server + "/traces")
+    open_traces(page, server)
     # act
     page.set_input_files("#upload-baseline input[type=file]", str(d / "baseline.json.gz"))
     sync_api.expect(page.locator("#upload-message-baseline")).to_contain_text("received")
@@ -264,7 +275,7 @@ def test_an_uploaded_pair_is_analysed(page: Any, server: str) -> None:
 def test_an_upload_over_the_limit_is_refused_with_a_message(page: Any, server: str) -> None:
     big = SAMPLES / "decode_eager" / "baseline.json.gz"
     assert big.stat().st_size > 0.5e6
-    page.goto(server + "/traces")
+    open_traces(page, server)
     page.set_input_files("#upload-baseline input[type=file]", str(big))
     msg = page.locator("#upload-message-baseline")
     sync_api.expect(msg).to_contain_text(f"Too large: {big.stat().st_size / 1e6:.1f} MB")
@@ -306,7 +317,7 @@ def test_the_report_downloads(page: Any, server: str) -> None:
 
 def test_trace_strings_render_as_text_not_html(page: Any, server: str) -> None:
     # arrange: a pair from --trace-dir whose kernel names carry an <img onerror> payload
-    page.goto(server + "/traces")
+    open_traces(page, server)
     page.click("#dir-pick")
     page.get_by_role("option", name="payload_names", exact=True).click()
     wait_for_pair(page, "payload_names")
@@ -526,7 +537,7 @@ def test_a_failed_analysis_shows_a_banner_and_clears_the_verdict(page: Any, serv
     wait_for_pair(page, "decode_eager")
     sync_api.expect(page.locator("#verdict-line")).to_contain_text("delta")
     # act: open a pair whose files are cut off
-    page.goto(server + "/traces")
+    open_traces(page, server)
     page.click("#dir-pick")
     page.get_by_role("option", name="broken_pair", exact=True).click()
     # assert
