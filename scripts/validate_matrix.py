@@ -4,6 +4,7 @@
     python scripts/validate_matrix.py --split held-out   # judged once, at the end
     python scripts/validate_matrix.py --split held-out-2 # the second held-out set (SPLIT.md)
     python scripts/validate_matrix.py --split held-out-3 # the third, judged once
+    python scripts/validate_matrix.py --split held-out-4 # the fourth, judged once
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -53,7 +54,7 @@ HEADER = (
 
 
 #: The sets of SPLIT.md, in the order they were declared (and are reported).
-SPLITS = ("TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3")
+SPLITS = ("TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3", "HELD-OUT-4")
 
 
 def split_of() -> dict[str, str]:
@@ -317,7 +318,10 @@ def main() -> None:
                 "HELD-OUT-3, captured on 2026-12-02 evening (HF `generate()` on the "
                 "encoder-decoder T5 under Kineto and nsys with the toll before and after the "
                 "call, torchvision EfficientNet-B0 training in steady state) and judged once "
-                "with the engine unchanged since HELD-OUT-2's judgement. "
+                "with the engine unchanged since HELD-OUT-2's judgement; HELD-OUT-4, captured "
+                "on 2026-12-03 (HF `generate()` on GPT-NeoX under Kineto with the toll before "
+                "and after the call and under nsys) and judged once, after that session's last "
+                "engine change. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
