@@ -73,6 +73,28 @@ def test_class1_a_launch_toll_on_some_paths_is_not_slower_host_code_nsys() -> No
     assert abs(r.unattributed_share) <= 0.10
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a miss, not a pass (HELD-OUT-4, judged once, then opened): the runtime launches' "
+    "gaps grew by a median 7.3 us on 664 launches per step while the treatment range's host ran "
+    "faster (-0.15 per ns of gap), and the gap model's per-kernel constants came out +-265-289 us, "
+    "cancelling each other, so no path's gap toll reaches z 4 and LA01 stays quiet "
+    "(docs/notes/gap_model_subspace.patch addresses the conditioning)",
+)
+def test_class1_a_toll_under_a_faster_nsys_range_is_still_seen() -> None:
+    """hf_generate_neox_nsys: 10,320 tolled launches in the treatment range (8.43 ms/step
+    injected), but the range ran in the profiler's faster mode, so the step grew only 0.64 ms
+    (truth unresolved, CI [-0.36, 2.42] ms). The toll is still in the matched gaps before each
+    runtime launch; LA01 should measure it there (paid cost, whatever the step shows)."""
+    r = _report("hf_generate_neox_nsys")
+    la = next((a for a in r.attribution if a.mechanism == "launch_toll"), None)
+    assert la is not None and la.paid_ns_per_step is not None
+    assert (
+        la.paid_ns_per_step
+        >= 0.5 * _truth("hf_generate_neox_nsys")["injected_ns_per_step"]["launch_toll"]
+    )
+
+
 # ---------------------------------------------------------------- class 2: scaled launch costs
 
 
