@@ -54,7 +54,7 @@ HEADER = (
 
 
 #: The sets of SPLIT.md, in the order they were declared (and are reported).
-SPLITS = ("TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3", "HELD-OUT-4")
+SPLITS = ("TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3", "HELD-OUT-4", "HELD-OUT-5")
 
 
 def split_of() -> dict[str, str]:
