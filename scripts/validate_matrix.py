@@ -5,6 +5,7 @@
     python scripts/validate_matrix.py --split held-out-2 # the second held-out set (SPLIT.md)
     python scripts/validate_matrix.py --split held-out-3 # the third, judged once
     python scripts/validate_matrix.py --split held-out-4 # the fourth, judged once
+    python scripts/validate_matrix.py --split held-out-5 # the fifth (nsys, interleaved truths)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -321,7 +322,9 @@ def main() -> None:
                 "with the engine unchanged since HELD-OUT-2's judgement; HELD-OUT-4, captured "
                 "on 2026-12-03 (HF `generate()` on GPT-NeoX under Kineto with the toll before "
                 "and after the call and under nsys) and judged once, after that session's last "
-                "engine change. "
+                "engine change; HELD-OUT-5, captured the same day (HF `generate()` on GPT-2, T5, "
+                "Llama and GPT-NeoX under nsys, truths pooled over 4 interleaved rounds of capture "
+                "ranges, round 0's ranges shipped) and judged once with the same engine. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
