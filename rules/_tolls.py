@@ -32,6 +32,7 @@ from ccdiag.ledger.align import (
     step_part,
 )
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
+from ccdiag.units import duration
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,29 @@ def path_tolls(
     return out
 
 
+def tolled_gap_share(seq_t: pl.DataFrame, gaps: GapModel, paths: set[str]) -> float:
+    """Share of the treatment's main-thread host gap time that sits beside a launch of a tolled
+    path (``paths``): the call after the gap or the call before it is one of theirs."""
+    if not paths or seq_t.height == 0:
+        return 0.0
+    k = gaps.key("key").str.split(":").list.first()
+    p = gaps.key("prev_key").str.split(":").list.first()
+    beside = (k.is_in(list(paths)) | p.is_in(list(paths))).fill_null(False)
+    tot = seq_t.select(pl.col("gap").clip(lower_bound=0).sum()).item() or 0
+    if tot <= 0:
+        return 0.0
+    near = seq_t.select(pl.when(beside).then(pl.col("gap").clip(lower_bound=0)).otherwise(0).sum())
+    return float(near.item() or 0) / float(tot)
+
+
+def tolled_paths(
+    matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame, host_ratio: float | None
+) -> set[str]:
+    """The launch paths LA01 calls tolled at its default options (``min_z`` 4, ``min_toll_ns``
+    2 µs): what HS01 needs to know which host gaps sit beside a toll."""
+    return {t.path for t in path_tolls(matched, gaps, seq_t, 4.0, host_ratio) if t.paid_ns >= 2000}
+
+
 def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> float:
     """The gap model's free direction (``before[k] + c``, ``after[k] - c`` for every key predict
     the same gaps) chosen so that the keys of no fired path, weighted by their calls, stay as
@@ -203,8 +227,24 @@ def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> floa
     return least_size_shift(col(gaps.before), col(gaps.after), col(n_b), col(n_a))
 
 
+def _side_effect(fired: set[str], h: float) -> pl.Expr:
+    """ns per row of the toll's side effect on the host code beside its launches: of each gap
+    before a launch next to a tolled one (the launch itself or the call before it on a fired
+    path), what is left once the toll's constants are out, grown by ``h`` per ns
+    (``h / (1 + h)`` of it). :func:`toll_removal` caps a step's matched gaps at what they grew."""
+    path = pl.col("_gk").str.split(":").list.first()
+    prev = pl.col("_gp").str.split(":").list.first()
+    beside = (pl.col("cls") == "launch") & (path.is_in(list(fired)) | prev.is_in(list(fired)))
+    left = (pl.col("gap") - pl.col("rm_gap")).clip(lower_bound=0)
+    return pl.when(beside.fill_null(False)).then(h / (1.0 + h) * left).otherwise(0.0)
+
+
 def toll_removal(
-    seq_t: pl.DataFrame, tolls: list[PathToll], gaps: GapModel
+    seq_t: pl.DataFrame,
+    tolls: list[PathToll],
+    gaps: GapModel,
+    side_h: float = 0.0,
+    matched: pl.DataFrame | None = None,
 ) -> tuple[Removal, pl.DataFrame, dict[str, float]]:
     """The treatment without the tolls of ``tolls`` (fired paths), and the paid ns per step.
 
@@ -237,12 +277,29 @@ def toll_removal(
         in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),
         gap.clip(0, pl.col("gap")).round(0).cast(pl.Int64).alias("rm_gap"),
     )
+    if side_h > 0 and matched is not None and matched.height:
+        r = r.with_columns(_side_effect(set(fired), side_h).alias("_side"))
+        grew = matched.select(pl.col("t_ev_row").alias("ev_row"), pl.col("d_gap").alias("_grew"))
+        r = r.join(grew, on="ev_row", how="left")
+        cell, known = ["rank", "idx"], pl.col("_grew").is_not_null()
+        est = pl.col("_side").filter(known).sum().over(cell)
+        room = (pl.col("_grew") - pl.col("rm_gap")).filter(known).sum().over(cell).clip(0)
+        f = pl.when(est > room).then(room / est).otherwise(1.0).fill_nan(1.0).fill_null(1.0)
+        side = pl.when(known).then(pl.col("_side") * f).otherwise(pl.col("_side"))
+        r = r.with_columns(side.round(0).cast(pl.Int64).alias("rm_side"))
+    else:
+        r = r.with_columns(pl.lit(0, dtype=pl.Int64).alias("rm_side"))
+    r = r.with_columns(
+        (pl.col("rm_gap") + pl.col("rm_side")).clip(0, pl.col("gap")).alias("rm_gap")
+    )
     calls = r.filter((pl.col("rm_dur") > 0) | (pl.col("rm_gap") > 0)).select(
         "ev_row", pl.col("rm_dur").alias("dur_ns"), pl.col("rm_gap").alias("gap_ns"),
         pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
     )  # fmt: skip
     per = r.group_by("rank", "idx").agg(
-        pl.col("rm_dur").sum().alias("in_call"), pl.col("rm_gap").sum().alias("gap")
+        pl.col("rm_dur").sum().alias("in_call"),
+        pl.col("rm_gap").sum().alias("gap"),
+        pl.col("rm_side").sum().alias("side_effect"),
     )
     b_val, a_val = lookup("_gk", before).clip(0.0), lookup("_gp", after).clip(0.0)
     own = (b_val / (b_val + a_val)).fill_nan(0.5)
@@ -263,6 +320,33 @@ def toll_removal(
     )
     taken = {p: float(ns) for p, ns in by_path.iter_rows() if p is not None}
     return Removal(calls=calls.cast(REMOVAL_CALLS)), per, taken
+
+
+def side_effect_evidence(
+    side: Any, side_h: float, per: pl.DataFrame, steps: int
+) -> tuple[dict[str, Any], str]:
+    """LA01's evidence and summary text of the toll's side effect (``rules/_host.SideEffect``,
+    ``side_h`` as claimed; ``per``: :func:`toll_removal`'s per-step frame), empty when none."""
+    side_ns = float(per["side_effect"].sum() or 0) / steps
+    if side_h <= 0:
+        return {}, ""
+    ev = {
+        "host_side_effect": {
+            "gap_growth_per_ns": round(side_h, 4),
+            "ns_per_step": int(side_ns),
+            "tolled_gap_share": round(side.tolled_share, 3),
+            "why": "host gaps beside the tolled launches grew in proportion to their length "
+            "and no host code outside CUDA calls is seen to grow (no cpu_op control, or it "
+            "did not grow): the toll's side effect, not slower host code (HS01 stays quiet)",
+        }
+    }
+    text = (
+        f"; of it {duration(side_ns)}/step host code beside the tolled launches that grew "
+        f"{1 + side_h:.2f}x with the toll (no host-code control says host code got slower)"
+        if side_ns > 0
+        else ""
+    )
+    return ev, text
 
 
 CALL = "inside the launch call"

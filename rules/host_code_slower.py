@@ -57,8 +57,10 @@ class HostCodeSlower(Rule):
       overhead can differ by 2x on the same work.
 
     ## Limits
-    Cannot tell CPU-side CC cost from non-CC slowdown. Growth inside calls common to every launch
-    path is not claimed (left unattributed). Needs ``min_gaps`` matched gaps.
+    Cannot tell CPU-side CC cost from non-CC slowdown. Gaps 80 % of which sit beside tolled
+    launches, with no cpu_op control saying host code got slower, are LA01's (the toll's side
+    effect, ``rules/_host.side_effect``). Growth inside calls common to every launch path is
+    not claimed (left unattributed). Needs ``min_gaps`` matched gaps.
 
     ## Options
     See below.
@@ -105,6 +107,9 @@ class HostCodeSlower(Rule):
             return Outcome.clean(moved)
         sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
         control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
+        side, paths = hs.toll_side_effect(ctx.matched, g, ctx.seq_t, sd, control)
+        if side.applies:  # issue 12: only what no call explains; LA01 claims the toll's effect
+            return Outcome.clean(hs.left_to_the_toll(side, paths, h, z))
         scale = ctl.call_scale(ctx.matched, control)
         removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched, scale)
         claim = sum(float(per[c].mean() or 0) for c in HOST_CODE)

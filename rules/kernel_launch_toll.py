@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import polars as pl
+from ccdiag.rules import _host as hs
 from ccdiag.rules import _host_only as hx
 from ccdiag.rules import _tolls as tl
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
@@ -39,7 +40,10 @@ class KernelLaunchToll(Rule):
     some paths only is measured on those paths, not read as a slope. Removal (for the replay):
     the fitted cost out of each treatment launch of a fired path and out of the gaps beside it.
     Ledger claims: ``launch_api`` and ``gap_launch``. Host-only treatments: the growth of ops
-    that launched kernels.
+    that launched kernels. The toll's side effect: where 80 % of the host gap time sits beside
+    tolled launches and no cpu_op control says host code got slower, the gaps' growth in
+    proportion to their length is claimed too (``host_side_effect`` in the evidence;
+    ``rules/_host.side_effect``).
 
     ## Example
     ``tests/rules/cases/kernel-launch-toll.yaml`` ``fires_when_every_launch_pays_a_toll``: 100
@@ -102,9 +106,18 @@ class KernelLaunchToll(Rule):
         if not fired:
             rows = [t.row() for t in tolls]
             return Outcome.clean(f"no per-launch cost on any launch path (matched calls: {rows})")
-        removal, per, taken = tl.toll_removal(ctx.seq_t, fired, ctx.gap_fit)
+        # host code beside the tolled launches that grew with the toll, where no control
+        # outside CUDA calls says host code got slower (HS01 leaves it: rules/_host.py)
+        fired_paths = {t.path for t in fired}
+        side, _ = hs.toll_side_effect(ctx.matched, ctx.gap_fit, ctx.seq_t, sd, host, fired_paths)
+        side_h = side.h if side.applies else 0.0
+        removal, per, taken = tl.toll_removal(
+            ctx.seq_t, fired, ctx.gap_fit, side_h=side_h, matched=ctx.matched
+        )
         cl = pl.concat([claims(per, "launch_api", "in_call"), claims(per, "gap_launch", "gap")])
         ev, n, graphs = tl.evidence(lb, lt, tolls, fired, ctx.gap_fit)
+        side_ev, side_text = tl.side_effect_evidence(side, side_h, per, max(ctx.ledger.height, 1))
+        ev |= side_ev
         conf = "high" if n >= 20 and min(t.z for t in fired) >= 5 else "medium"
         # what the removal takes (each part clipped to the call or gap that holds it), not the
         # fitted constants: where launches run back to back a path's before/after constants are
@@ -118,6 +131,7 @@ class KernelLaunchToll(Rule):
             f"{t.per_step:.0f})"
             for t in fired
         )
+        summary += side_text
         return self.fired(cl, summary, ev, conf, removal=removal, launches=n, graphs=graphs)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:

@@ -50,7 +50,9 @@ class Workload:
     launch, after the gap; ``gap_pattern``: multipliers cycled over the launches' gaps (host code
     varies); ``host_factor``: all host gaps scaled (slower host code); ``copy_first``: the copy is
     issued at the start of the step, before the launches; ``work_us``: host work after the
-    launches, before the copy and the sync.
+    launches, before the copy and the sync; ``host_ops``: cpu_ops that make no CUDA call after
+    each step's sync (view / empty / as_strided, 3 µs each, scaled by ``host_factor``: the
+    host-code control that Kineto traces carry and Nsight traces lack).
     """
 
     steps: int = 6
@@ -70,6 +72,7 @@ class Workload:
     host_factor: float = 1.0
     copy_first: bool = False
     work_us: float = 0.0
+    host_ops: int = 0
     rows: list[list[Any]] = field(default_factory=list)
 
     def build(self, source: str = "workload") -> Trace:
@@ -126,7 +129,10 @@ class Workload:
             t += 5
             end = max(t + self.sync_us, gpu_free + 2)
             self.rows.append(["runtime", "cudaStreamSynchronize", t, end - t, HOST])
-            t = end + self.tail_us
+            for k in range(self.host_ops):
+                op = ("aten::view", "aten::empty", "aten::as_strided")[k % 3]
+                self.rows.append(["cpu_op", op, end + 1 + 4.5 * k, 3.0 * self.host_factor, HOST])
+            t = end + max(self.tail_us, 1 + 4.5 * self.host_ops)
             self.rows.append(["annotation", "step", t0, t - t0, HOST])
             t += 10
         return rows_trace(self.rows, source)

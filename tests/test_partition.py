@@ -62,27 +62,31 @@ def test_async_device_copy_is_a_submission_not_a_host_copy() -> None:
     assert (copies.filter(~vc.is_host_copy().fill_null(True))["cls"] == "launch").all()
 
 
-def test_nsys_decode_launch_toll_is_the_injected_toll_whatever_else_slowed() -> None:
+def test_nsys_decode_toll_per_launch_is_the_injected_one_and_its_side_effect_is_the_tolls() -> None:
     """decode_eager_nsys: the eager decode under Nsight Systems; cuKernelGetName precedes every
-    launch and the treatment's capture range landed in the profiler's slow mode (host ~1.7x,
-    not emulated: sample_traces/README.md). The toll is measured per launch path: the runtime
-    launches pay it, the cuBLAS launches (+1.3 µs per call, the profiler's slowdown, below any
-    published CC toll) do not. The host really was slower in that capture, in gaps beside no
-    tolled call: host_slowdown reports it, with low confidence (no cpu_op control agrees), and
-    the toll is not inflated by it (an earlier version of this test asked for host_slowdown
-    < 3 %: that was the emulator's injection speaking, not the trace)."""
+    launch. The toll is measured per launch path: the runtime launches pay it, the cuBLAS
+    launches (+1.3 µs per call, below any published CC toll) do not, and the per-call toll read
+    off the matched gaps is the injected 12.25 µs. The host gaps beside the tolled launches also
+    grew 1.68x with their length, and an nsys trace has no cpu_ops to say that host code outside
+    CUDA calls got slower: that growth is the toll's side effect (LA01 claims it and says so),
+    not host_slowdown. (This test asked for host_slowdown with low confidence until nsys truths
+    pooled over interleaved ranges, HELD-OUT-5, showed the toll itself lengthening the host
+    under nsys: T5 +26.7 ms and Llama +25.9 ms per step against 15.3 and 11.3 ms injected.)"""
     d = SAMPLES / "decode_eager_nsys"
     truth = json.loads((SAMPLES / "decode_eager" / "ground_truth.json").read_text())
-    injected = truth["injected_ns_per_step"]["launch_toll"]
+    per_call = truth["platform"]["launch_toll"]["value"]
     # act
     r = api.diagnose(d / "baseline.sqlite", d / "treatment.sqlite")
     # assert
     got = {a.mechanism: a for a in r.attribution}
-    assert abs(got["launch_toll"].ns_per_step - injected) <= 0.15 * injected
-    assert "library" not in got["launch_toll"].evidence["tolled_paths"]  # cuBLAS: untolled
-    assert got["launch_toll"].method == "replay_shapley"
-    if "host_slowdown" in got:
-        assert got["host_slowdown"].confidence == "low"
+    la = got["launch_toll"]
+    runtime = next(p for p in la.evidence["paths"] if p["path"] == "runtime")
+    assert abs(runtime["paid_per_call_ns"] - per_call) <= 0.15 * per_call
+    assert "library" not in la.evidence["tolled_paths"]  # cuBLAS: untolled
+    assert la.method == "replay_shapley"
+    assert la.evidence["host_side_effect"]["ns_per_step"] > 0
+    assert "host_slowdown" not in got
+    assert la.share >= 0.85 and abs(r.unattributed_share) <= 0.10
     assert r.partition is not None and r.partition.replay is not None
 
 

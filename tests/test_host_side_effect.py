@@ -1,0 +1,121 @@
+"""HS01 and LA01 read one fact the same way (``rules/_host.side_effect``): host gaps that sit
+beside tolled launches and grew with their length, where no control outside CUDA calls says host
+code got slower, grew with the toll (issue 12, failure class 1). Keyed on which launches are
+tolled, not on where the toll is paid: a toll inside the call and one beside it get one verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from ccdiag.rules import _host as hs
+
+from ccdiag import api
+from ccdiag.ledger.align import GapModel
+from ccdiag.replay import Injection, RowCosts, model_rows, replay
+from ccdiag.synthetic import write_kineto
+
+NO_OPS = {"ratio": 1.0, "mean_ratio": 1.0, "op_kinds": 0, "ops": []}  # an Nsight Systems trace
+
+
+def _gaps(h: float = 0.3, se: float = 0.01, windows: tuple[float, ...] | None = None) -> GapModel:
+    return GapModel(
+        before={}, after={}, var={}, kept=frozenset(), h=h, h_se=se, n=8000,
+        h_windows=windows if windows is not None else (h,) * 10,
+    )  # fmt: skip
+
+
+def _ops(ratio: float) -> dict:
+    return {"ratio": ratio, "mean_ratio": ratio, "op_kinds": 12, "ops": []}
+
+
+def test_growth_beside_tolled_launches_without_a_control_is_the_tolls() -> None:
+    se = hs.side_effect(_gaps(0.31), NO_OPS, tolled_share=0.85)  # T5 under nsys
+    assert se.applies and se.h == pytest.approx(0.31)
+
+
+def test_a_control_that_grew_keeps_it_slower_host_code() -> None:
+    # decode_eager_cpu: a CPU-bound neighbour, cpu_ops 1.82x
+    se = hs.side_effect(_gaps(0.64), _ops(1.82), tolled_share=0.95)
+    assert not se.applies
+
+
+@pytest.mark.parametrize("ratio", [1.0, 1.03])
+def test_a_control_that_did_not_grow_leaves_it_to_the_toll(ratio: float) -> None:
+    assert hs.side_effect(_gaps(0.3), _ops(ratio), tolled_share=0.9).applies
+
+
+def test_growth_away_from_tolled_launches_is_not_the_tolls() -> None:
+    assert not hs.side_effect(_gaps(0.3), NO_OPS, tolled_share=0.5).applies
+    assert not hs.side_effect(_gaps(0.3), NO_OPS, tolled_share=0.0).applies
+
+
+def test_small_noisy_or_moved_growth_is_no_claim() -> None:
+    # below HS01's floor beside explaining calls (1.2x): within a toll's own constants
+    assert hs.side_effect(_gaps(0.146), NO_OPS, 0.9).h == 0.0
+    assert hs.side_effect(_gaps(0.5, se=0.5), NO_OPS, 0.9).h == 0.0
+    moved = (1.5, 0.0, -0.1, 0.0, 0.0, -0.1, 0.0, 0.0, 0.0, 0.0)  # not across the step
+    assert hs.side_effect(_gaps(0.3, windows=moved), NO_OPS, 0.9).h == 0.0
+
+
+# ------------------------------------------------ one verdict whatever the toll's placement
+
+ROOT = Path(__file__).resolve().parents[1]
+TOLL, GROWTH = 12_250, 0.3
+
+
+def _pair(tmp: Path, where: str) -> tuple[Path, Path]:
+    """ccdiag's real eager decode (H200, CC off) and the same trace with every runtime launch
+    tolled 12.25 µs, ``where`` = ``call`` (inside it, as real CC) or ``gap`` (spun before it,
+    as an LD_PRELOAD emulator), and the host gap before each of them 1.3x as long (the toll's
+    side effect); ``neighbour``: no toll, every host gap 1.3x (slower host code). The cpu_ops
+    that make no CUDA call are left as they were: no control says host code got slower."""
+    base = api.load_trace(ROOT / "sample_traces" / "decode_eager" / "baseline.json.gz")
+    calls, _ = model_rows(base)
+    calls = calls.sort("rank", "start_ns").with_columns(
+        (pl.col("start_ns") - (pl.col("start_ns") + pl.col("dur_ns")).shift(1).over("rank"))
+        .fill_null(0)
+        .clip(lower_bound=0)
+        .alias("gap")
+    )
+    tolled = (pl.col("cls") == "launch") & pl.col("name").str.starts_with("cuda")
+    rows = calls["_row"].to_numpy()
+    hit = calls.select(tolled).to_series().to_numpy()
+    if where == "neighbour":
+        hit = np.ones_like(hit)
+    call = np.zeros(base.events.height, dtype=np.int64)
+    gap = np.zeros(base.events.height, dtype=np.int64)
+    grown = (GROWTH * calls["gap"].to_numpy()).astype(np.int64)
+    gap[rows[hit]] = grown[hit]
+    if where == "call":
+        call[rows[hit]] = TOLL
+    elif where == "gap":
+        gap[rows[hit]] += TOLL
+    plain = replay(base, Injection())
+    treat = replay(base, Injection(), costs=RowCosts(call_ns=call, gap_ns=gap))
+    d = tmp / where
+    d.mkdir()
+    return write_kineto(plain, d / "baseline.json.gz"), write_kineto(treat, d / "treatment.json.gz")
+
+
+def _shares(b: Path, t: Path) -> dict[str, float]:
+    r = api.diagnose(b, t)
+    total = r.partition.total_ns_per_step
+    return {a.mechanism: a.ns_per_step / total for a in r.attribution}
+
+
+@pytest.mark.parametrize("where", ["call", "gap"])
+def test_a_toll_and_its_side_effect_get_one_verdict_inside_or_beside_the_call(
+    tmp_path: Path, where: str
+) -> None:
+    s = _shares(*_pair(tmp_path, where))
+    assert s.get("launch_toll", 0) >= 0.85, s
+    assert abs(s.get("host_slowdown", 0)) < 0.03, s
+
+
+def test_host_gaps_that_grew_without_a_toll_stay_slower_host_code(tmp_path: Path) -> None:
+    s = _shares(*_pair(tmp_path, "neighbour"))
+    assert s.get("host_slowdown", 0) >= 0.5, s
+    assert abs(s.get("launch_toll", 0)) < 0.03, s
