@@ -9,7 +9,8 @@ import polars as pl
 from ccdiag.rules import _tolls as tl
 
 from ccdiag.ledger.align import GapModel, holds_across, lookup
-from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
+from ccdiag.ledger.context import PairContext
+from ccdiag.ledger.removal import REMOVAL_CALLS, Removal, within_growth
 
 #: Share of the matched host gaps' typical length that must sit beside a tolled launch (a call of
 #: a launch path whose toll LA01 measures, inside the call or beside it) for their growth to be
@@ -19,8 +20,8 @@ from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
 #: HF ``generate()`` under nsys holds 85-96 % of its gap time beside tolled launches (cuBLAS's
 #: untolled launches hold the rest), a torchvision training step with its DataLoader 71 %.
 TOLLED_SHARE = 0.8
-#: Defaults of HS01's options that LA01's side-effect claim reads too.
-MIN_RATIO, MIN_RATIO_BESIDE, MIN_Z, MIN_CONTROL_KINDS = 1.05, 1.2, 3.0, 3
+#: Defaults of HS01's options (its ``Options`` read them) that LA01's side-effect claim uses too.
+MIN_RATIO, MIN_RATIO_BESIDE, MIN_Z = 1.05, 1.2, 3.0
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,14 @@ class SideEffect:
 
 
 def toll_side_effect(
-    matched: pl.DataFrame,
-    gaps: GapModel,
-    seq_t: pl.DataFrame,
-    slowdown: dict,
-    host_ratio: float | None,
-    paths: set[str] | None = None,
+    ctx: PairContext, host_ratio: float | None, paths: set[str] | None = None
 ) -> tuple[SideEffect, set[str]]:
     """:func:`side_effect` beside the tolled launch paths (``paths``, else the ones LA01 calls
-    tolled at its default options), and those paths."""
+    tolled at its default options), and those paths; ``host_ratio``: the cpu_op control."""
     if paths is None:
-        paths = tl.tolled_paths(matched, gaps, seq_t, host_ratio)
-    return side_effect(gaps, slowdown, tl.tolled_gap_share(seq_t, gaps, paths)), paths
+        paths = tl.tolled_paths(ctx, host_ratio)
+    share = tl.tolled_gap_share(ctx.seq_t, ctx.gap_fit, paths)
+    return side_effect(ctx.gap_fit, host_ratio, share), paths
 
 
 def left_to_the_toll(side: SideEffect, paths: set[str], h: float, z: float) -> str:
@@ -70,16 +67,15 @@ def left_to_the_toll(side: SideEffect, paths: set[str], h: float, z: float) -> s
     )
 
 
-def side_effect(gaps: GapModel, slowdown: dict, tolled_share: float) -> SideEffect:
+def side_effect(gaps: GapModel, control: float | None, tolled_share: float) -> SideEffect:
     """The gap model's growth beside tolled launches, read as the toll's side effect where it
     applies (:attr:`SideEffect.applies`) and stands out: at least HS01's floor beside
     explaining calls (``MIN_RATIO_BESIDE``), ``MIN_Z`` standard errors, across the step. Issue
     12: host_slowdown only for what no call explains; HF ``generate()`` under nsys with truths
     pooled over interleaved ranges (HELD-OUT-5): the toll grew T5's step 26.7 ms and Llama's
     25.9 ms against 15.3 and 11.3 ms injected, and HS01 had called 20 % and 9 % of the pairs'
-    delta slower host code."""
-    ok = slowdown["op_kinds"] >= MIN_CONTROL_KINDS
-    control = float(slowdown["mean_ratio"]) if ok else None
+    delta slower host code. ``control``: cpu_ops without CUDA calls, treatment / baseline (None
+    without enough of them)."""
     h, se = gaps.h, gaps.h_se
     z = h / se if se > 0 else 0.0
     big = h >= MIN_RATIO_BESIDE - 1.0 and z >= MIN_Z and holds_across(gaps.h_windows, h)
@@ -121,16 +117,8 @@ def host_removal(
             pl.col("d_dur").alias("_ddur"),
         )
         r = r.join(grew, on="ev_row", how="left")
-        cell = ["rank", "idx"]
-        est = pl.col("_part").filter(pl.col("_grew").is_not_null()).sum().over(cell)
-        room = pl.col("_grew").sum().over(cell).clip(lower_bound=0)
-        f = pl.when(est > room).then(room / est).otherwise(1.0).fill_nan(1.0).fill_null(1.0)
-        r = r.with_columns(
-            pl.when(pl.col("_grew").is_not_null())
-            .then(pl.col("_part") * f)
-            .otherwise(pl.col("_part"))
-            .alias("_part")
-        )
+        known = pl.col("_grew").is_not_null()
+        r = r.with_columns(within_growth(pl.col("_part"), pl.col("_grew"), known).alias("_part"))
     in_call = (
         pl.col("dur").cast(pl.Float64) * 0.0
     )  # a column: polars 1.41 does not broadcast clip(lit)

@@ -31,7 +31,8 @@ from ccdiag.ledger.align import (
     lookup,
     step_part,
 )
-from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
+from ccdiag.ledger.context import PairContext
+from ccdiag.ledger.removal import REMOVAL_CALLS, Removal, within_growth
 from ccdiag.units import duration
 
 
@@ -185,14 +186,32 @@ def path_tolls(
     return out
 
 
+#: LA01's defaults (its options read them): the smallest paid cost per launch called a toll, and
+#: the z its parts need.
+MIN_TOLL_NS, MIN_TOLL_Z = 2000, 4.0
+
+
+def _beside(key: pl.Expr, prev_key: pl.Expr, paths: set[str]) -> pl.Expr:
+    """The call after the gap (``key``) or the call before it (``prev_key``) is on ``paths``."""
+    on = [key.str.split(":").list.first(), prev_key.str.split(":").list.first()]
+    return (on[0].is_in(list(paths)) | on[1].is_in(list(paths))).fill_null(False)
+
+
+def path_tolls_of(ctx: PairContext, min_z: float, host_ratio: float | None) -> list[PathToll]:
+    """:func:`path_tolls` of the pair's context, computed once per (``min_z``, ``host_ratio``)
+    whoever asks (LA01, and HS01 to know which gaps sit beside a toll)."""
+    key = f"rules._tolls.path_tolls:{min_z}:{host_ratio}"
+    if key not in ctx.pair.derived:
+        ctx.pair.derived[key] = path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t, min_z, host_ratio)
+    return ctx.pair.derived[key]  # type: ignore[no-any-return]
+
+
 def tolled_gap_share(seq_t: pl.DataFrame, gaps: GapModel, paths: set[str]) -> float:
     """Share of the treatment's main-thread host gap time that sits beside a launch of a tolled
     path (``paths``): the call after the gap or the call before it is one of theirs."""
     if not paths or seq_t.height == 0:
         return 0.0
-    k = gaps.key("key").str.split(":").list.first()
-    p = gaps.key("prev_key").str.split(":").list.first()
-    beside = (k.is_in(list(paths)) | p.is_in(list(paths))).fill_null(False)
+    beside = _beside(gaps.key("key"), gaps.key("prev_key"), paths)
     tot = seq_t.select(pl.col("gap").clip(lower_bound=0).sum()).item() or 0
     if tot <= 0:
         return 0.0
@@ -200,12 +219,11 @@ def tolled_gap_share(seq_t: pl.DataFrame, gaps: GapModel, paths: set[str]) -> fl
     return float(near.item() or 0) / float(tot)
 
 
-def tolled_paths(
-    matched: pl.DataFrame, gaps: GapModel, seq_t: pl.DataFrame, host_ratio: float | None
-) -> set[str]:
-    """The launch paths LA01 calls tolled at its default options (``min_z`` 4, ``min_toll_ns``
-    2 µs): what HS01 needs to know which host gaps sit beside a toll."""
-    return {t.path for t in path_tolls(matched, gaps, seq_t, 4.0, host_ratio) if t.paid_ns >= 2000}
+def tolled_paths(ctx: PairContext, host_ratio: float | None) -> set[str]:
+    """The launch paths LA01 calls tolled at its default options (``MIN_TOLL_Z``,
+    ``MIN_TOLL_NS``): what HS01 needs to know which host gaps sit beside a toll."""
+    tolls = path_tolls_of(ctx, MIN_TOLL_Z, host_ratio)
+    return {t.path for t in tolls if t.paid_ns >= MIN_TOLL_NS}
 
 
 def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> float:
@@ -232,9 +250,7 @@ def _side_effect(fired: set[str], h: float) -> pl.Expr:
     before a launch next to a tolled one (the launch itself or the call before it on a fired
     path), what is left once the toll's constants are out, grown by ``h`` per ns
     (``h / (1 + h)`` of it). :func:`toll_removal` caps a step's matched gaps at what they grew."""
-    path = pl.col("_gk").str.split(":").list.first()
-    prev = pl.col("_gp").str.split(":").list.first()
-    beside = (pl.col("cls") == "launch") & (path.is_in(list(fired)) | prev.is_in(list(fired)))
+    beside = (pl.col("cls") == "launch") & _beside(pl.col("_gk"), pl.col("_gp"), fired)
     left = (pl.col("gap") - pl.col("rm_gap")).clip(lower_bound=0)
     return pl.when(beside.fill_null(False)).then(h / (1.0 + h) * left).otherwise(0.0)
 
@@ -281,11 +297,8 @@ def toll_removal(
         r = r.with_columns(_side_effect(set(fired), side_h).alias("_side"))
         grew = matched.select(pl.col("t_ev_row").alias("ev_row"), pl.col("d_gap").alias("_grew"))
         r = r.join(grew, on="ev_row", how="left")
-        cell, known = ["rank", "idx"], pl.col("_grew").is_not_null()
-        est = pl.col("_side").filter(known).sum().over(cell)
-        room = (pl.col("_grew") - pl.col("rm_gap")).filter(known).sum().over(cell).clip(0)
-        f = pl.when(est > room).then(room / est).otherwise(1.0).fill_nan(1.0).fill_null(1.0)
-        side = pl.when(known).then(pl.col("_side") * f).otherwise(pl.col("_side"))
+        room, known = pl.col("_grew") - pl.col("rm_gap"), pl.col("_grew").is_not_null()
+        side = within_growth(pl.col("_side"), room, known)
         r = r.with_columns(side.round(0).cast(pl.Int64).alias("rm_side"))
     else:
         r = r.with_columns(pl.lit(0, dtype=pl.Int64).alias("rm_side"))

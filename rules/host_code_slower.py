@@ -80,12 +80,12 @@ class HostCodeSlower(Rule):
 
     @dataclass(frozen=True)
     class Options:
-        min_ratio: float = opt(1.05, "Smallest treatment/baseline ratio of host-code time.")
+        min_ratio: float = opt(hs.MIN_RATIO, "Smallest treatment/baseline ratio of host-code time.")
         min_control_kinds: int = opt(3, "cpu_op kinds without CUDA calls the ratio needs.")
         min_ns: int = opt(5000, "Smallest claim per step (ns) worth a finding.")
         min_gaps: int = opt(100, "Matched host gaps the gap model needs (else the cpu_op control).")
-        min_ratio_beside: float = opt(1.2, "Smallest ratio read off gaps beside explaining calls.")
-        min_z: float = opt(3.0, "Smallest growth per ns of gap over its standard error.")
+        min_ratio_beside: float = opt(hs.MIN_RATIO_BESIDE, "Smallest ratio read off gaps beside explaining calls.")  # fmt: skip
+        min_z: float = opt(hs.MIN_Z, "Smallest growth per ns of gap over its standard error.")
         min_spread: float = opt(0.5, "Median growth of the step's parts vs the whole step's.")
 
     def evaluate(self, ctx: RuleContext) -> Outcome:
@@ -107,7 +107,7 @@ class HostCodeSlower(Rule):
             return Outcome.clean(moved)
         sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
         control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
-        side, paths = hs.toll_side_effect(ctx.matched, g, ctx.seq_t, sd, control)
+        side, paths = hs.toll_side_effect(ctx, control)
         if side.applies:  # issue 12: only what no call explains; LA01 claims the toll's effect
             return Outcome.clean(hs.left_to_the_toll(side, paths, h, z))
         scale = ctl.call_scale(ctx.matched, control)

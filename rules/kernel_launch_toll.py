@@ -80,13 +80,13 @@ class KernelLaunchToll(Rule):
     @dataclass(frozen=True)
     class Options:
         min_toll_ns: int = opt(
-            2000,
+            tl.MIN_TOLL_NS,
             "Smallest paid cost per launch (ns, on one path) called a toll; published CC tolls "
             "are 5 us (H100 + TDX) to 12 us (B200) per launch.",
         )
         min_control_kinds: int = opt(3, "cpu_op kinds without CUDA calls the host control needs.")
         min_z: float = opt(
-            4.0,
+            tl.MIN_TOLL_Z,
             "Smallest ratio of a part of a path's cost (in the call, in the gaps) to its standard error.",
         )
 
@@ -101,7 +101,7 @@ class KernelLaunchToll(Rule):
         o = self.options
         sd = ctx.slowdown  # the host-code control: cpu_ops that make no CUDA call
         host = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
-        tolls = tl.path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t, o.min_z, host)
+        tolls = tl.path_tolls_of(ctx, o.min_z, host)
         fired = [t for t in tolls if t.paid_ns >= o.min_toll_ns]
         if not fired:
             rows = [t.row() for t in tolls]
@@ -109,7 +109,7 @@ class KernelLaunchToll(Rule):
         # host code beside the tolled launches that grew with the toll, where no control
         # outside CUDA calls says host code got slower (HS01 leaves it: rules/_host.py)
         fired_paths = {t.path for t in fired}
-        side, _ = hs.toll_side_effect(ctx.matched, ctx.gap_fit, ctx.seq_t, sd, host, fired_paths)
+        side, _ = hs.toll_side_effect(ctx, host, fired_paths)
         side_h = side.h if side.applies else 0.0
         removal, per, taken = tl.toll_removal(
             ctx.seq_t, fired, ctx.gap_fit, side_h=side_h, matched=ctx.matched

@@ -17,7 +17,7 @@ from ccdiag.ledger.align import GapModel
 from ccdiag.replay import Injection, RowCosts, model_rows, replay
 from ccdiag.synthetic import write_kineto
 
-NO_OPS = {"ratio": 1.0, "mean_ratio": 1.0, "op_kinds": 0, "ops": []}  # an Nsight Systems trace
+NO_OPS = None  # no cpu_op control: an Nsight Systems trace
 
 
 def _gaps(h: float = 0.3, se: float = 0.01, windows: tuple[float, ...] | None = None) -> GapModel:
@@ -27,8 +27,9 @@ def _gaps(h: float = 0.3, se: float = 0.01, windows: tuple[float, ...] | None = 
     )  # fmt: skip
 
 
-def _ops(ratio: float) -> dict:
-    return {"ratio": ratio, "mean_ratio": ratio, "op_kinds": 12, "ops": []}
+def _ops(ratio: float) -> float:
+    """The cpu_op control: cpu_ops without CUDA calls, treatment / baseline."""
+    return ratio
 
 
 def test_growth_beside_tolled_launches_without_a_control_is_the_tolls() -> None:

@@ -51,3 +51,16 @@ class Removal:
         """Total ns this removal takes out (host and GPU), before any replay."""
         c = self.calls.select(pl.sum_horizontal("dur_ns", "gap_ns", "eps_ns").sum()).item()
         return float(c or 0) + float(self.gpu["dur_ns"].sum() or 0)
+
+
+def within_growth(part: pl.Expr, room: pl.Expr, known: pl.Expr) -> pl.Expr:
+    """``part`` (ns to take off each call's gap), scaled per aligned step (rank, idx) so that
+    its rows with a matched gap (``known``) take at most ``room`` summed over those rows (what
+    the step's matched gaps grew by, less what other parts take): a per-gap cap would bias
+    noisy gaps low (contention lengthens some gaps and shortens others). Rows without a match
+    keep their ``part``."""
+    cell = ["rank", "idx"]
+    est = part.filter(known).sum().over(cell)
+    total = room.filter(known).sum().over(cell).clip(lower_bound=0)
+    f = pl.when(est > total).then(total / est).otherwise(1.0).fill_nan(1.0).fill_null(1.0)
+    return pl.when(known).then(part * f).otherwise(part)
