@@ -6,6 +6,7 @@
     python scripts/validate_matrix.py --split held-out-3 # the third, judged once
     python scripts/validate_matrix.py --split held-out-4 # the fourth, judged once
     python scripts/validate_matrix.py --split held-out-5 # the fifth (nsys, interleaved truths)
+    python scripts/validate_matrix.py --split held-out-6 # the sixth (OPT, a real host slowdown)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -55,7 +56,15 @@ HEADER = (
 
 
 #: The sets of SPLIT.md, in the order they were declared (and are reported).
-SPLITS = ("TUNE", "HELD-OUT", "HELD-OUT-2", "HELD-OUT-3", "HELD-OUT-4", "HELD-OUT-5")
+SPLITS = (
+    "TUNE",
+    "HELD-OUT",
+    "HELD-OUT-2",
+    "HELD-OUT-3",
+    "HELD-OUT-4",
+    "HELD-OUT-5",
+    "HELD-OUT-6",
+)
 
 
 def split_of() -> dict[str, str]:
@@ -324,7 +333,11 @@ def main() -> None:
                 "and after the call and under nsys) and judged once, after that session's last "
                 "engine change; HELD-OUT-5, captured the same day (HF `generate()` on GPT-2, T5, "
                 "Llama and GPT-NeoX under nsys, truths pooled over 4 interleaved rounds of capture "
-                "ranges, round 0's ranges shipped) and judged once with the same engine. "
+                "ranges, round 0's ranges shipped) and judged once with the same engine; "
+                "HELD-OUT-6, captured on 2026-12-04 (HF `generate()` on OPT with the launch toll, "
+                "a real host slowdown from a CPU neighbour process, and both; Kineto single "
+                "session and nsys with 6 interleaved rounds of every phase's range) and judged "
+                "once with the engine that declared it. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

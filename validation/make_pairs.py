@@ -84,6 +84,10 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     # HELD-OUT-4, declared 2026-12-03 19:40 before its capture: scripts/device/run_v6_heldout4.sh
     "hf_generate_neox": ("hf_generate_neox", "treatment", "HELD-OUT-4"),
     "hf_generate_neox_after": ("hf_generate_neox_after", "treatment", "HELD-OUT-4"),
+    # HELD-OUT-6, declared 2026-12-03 23:45 before its capture: scripts/device/run_v8_heldout6.sh
+    "hf_generate_opt_launch": ("hf_generate_opt", "only_launch", "HELD-OUT-6"),
+    "hf_generate_opt_cpu": ("hf_generate_opt", "only_cpu", "HELD-OUT-6"),
+    "hf_generate_opt_both": ("hf_generate_opt", "treatment", "HELD-OUT-6"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -98,6 +102,17 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_t5_nsys_il": ("hf_generate_t5", "HELD-OUT-5"),
     "hf_generate_llama_nsys_il": ("hf_generate_llama", "HELD-OUT-5"),
     "hf_generate_neox_nsys_il": ("hf_generate_neox", "HELD-OUT-5"),
+    # HELD-OUT-6, declared 2026-12-03 23:45 before its capture: scripts/device/run_v8_heldout6.sh
+    "hf_generate_opt_nsys_il": ("hf_generate_opt_launch", "HELD-OUT-6"),
+    "hf_generate_opt_cpu_nsys_il": ("hf_generate_opt_both", "HELD-OUT-6"),
+    "hf_generate_opt_cpuonly_nsys_il": ("hf_generate_opt_cpu", "HELD-OUT-6"),
+}
+
+#: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
+#: several pairs cut from one interleaved nsys capture with a range per subset of mechanisms
+NSYS_PHASE: dict[str, tuple[str, str]] = {
+    "hf_generate_opt_cpu_nsys_il": ("hf_generate_opt_cpu_nsys_il", "treatment"),
+    "hf_generate_opt_cpuonly_nsys_il": ("hf_generate_opt_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.
@@ -243,31 +258,41 @@ def emulated_pairs(raws: list[Path], out: Path) -> list[str]:
 
 def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys") -> str | None:
     twin, split = NSYS_PAIRS[name]
-    src = find(raws, name)
+    run, phase = NSYS_PHASE.get(name, (name, "treatment"))
+    src = find(raws, run)
     if src is None:
         return None
     reps = sorted((src / "rep").glob("pair.*.sqlite"), key=lambda p: int(p.name.split(".")[1]))
     timing = json.loads((src / "timing_nsys.json").read_text())
     rounds = int(timing.get("rounds", 1))
-    # round 0's baseline and treatment ranges (after the discarded warm-up) are the shipped
-    # pair; with several rounds only those two are exported, the truth pools every round
-    if [int(p.name.split(".")[1]) for p in reps] != [1, 2, 3][: len(reps)] or len(reps) < 3:
-        print(f"{name}: expected the warm-up, baseline and treatment ranges (pair.1-3), got {reps}")
+    # round 0 runs the phases in order after a discarded warm-up range (pair.1): baseline is
+    # pair.2, treatment pair.3, then one range per subset phase; only round 0's ranges are
+    # exported, the truth pools every round
+    order = list(timing.get("phases") or ["baseline", "treatment"])
+    want = [1, 2, 3 + order.index(phase) - 1]
+    have = [int(p.name.split(".")[1]) for p in reps]
+    if not set(want) <= set(have):
+        print(f"{name}: expected the ranges pair.{want} (warm-up, baseline, {phase}), got {have}")
         return None
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
     from scrub_nsys_sqlite import scrub  # environment rows deleted, paths and names scrubbed
 
-    scrub(reps[1], d / "baseline.sqlite")
-    scrub(reps[2], d / "treatment.sqlite")
+    by_index = dict(zip(have, reps, strict=True))
+    scrub(by_index[2], d / "baseline.sqlite")
+    scrub(by_index[want[2]], d / "treatment.sqlite")
     kineto = json.loads((out / twin / "ground_truth.json").read_text())
+    if timing.get("phases"):  # every subset measured: the phase's truth, Shapley where several
+        own = {k: v for k, v in timing.items() if k != "shapley_ns_per_step"}
+        timing = {**own, **pair_truth(timing, phase, name, split)}
     truth = {
         "pair": name,
         "split": split,
         "workload": timing["workload"],
         "platform": timing["platform"],
         "mechanisms": timing["mechanisms"],
+        **({"treatment_phase": phase} if phase != "treatment" else {}),
         "placement": timing.get("placement"),
         "profiler": "Nsight Systems 2025.3.1 (nsys profile -t cuda,nvtx -s none --cpuctxsw=none "
         "--capture-range=cudaProfilerApi --capture-range-end=repeat), exported to SQLite and "
@@ -277,11 +302,11 @@ def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys")
             f"(one range each, {timing['step_ns']['baseline']['n']} steps, NVTX range ccdiag_step "
             "per step)"
             if rounds == 1
-            else f"one process: a discarded warm-up range, then {rounds} rounds of one baseline "
-            "and one treatment range each "
+            else f"one process: a discarded warm-up range, then {rounds} rounds of one range "
+            f"per phase ({', '.join(order)}) "
             f"({timing['profiled_steps_per_phase'] // rounds} steps per range, "
-            "round 0 baseline first, later rounds shuffled); the shipped pair is round 0's two "
-            "ranges, the truth pools every round's steps"
+            "round 0 in that order, later rounds shuffled); the shipped pair is round 0's "
+            f"baseline and {phase} ranges, the truth pools every round's steps"
         ),
         "session": (
             "per-phase (one nsys capture range per phase, not interleaved)"
@@ -293,6 +318,12 @@ def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys")
         "delta_ns_per_step": timing["delta_ns_per_step"],
         "impact_ns_per_step": timing["impact_ns_per_step"],
         "injected_ns_per_step": timing["injected_ns_per_step"],
+        **(
+            {"shapley_ns_per_step": timing["shapley_ns_per_step"]}
+            if "shapley_ns_per_step" in timing
+            else {}
+        ),
+        **({"cpu_neighbour": timing["cpu_neighbour"]} if "cpu_neighbour" in timing else {}),
         "shim_calls": timing["shim_calls"],
         "reference_truth": {
             "kineto_single_session_ablation": kineto["impact_ns_per_step"],

@@ -567,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     times: dict[str, list[int]] = {name: [] for name, _ in phases}
     per_round: dict[str, list[int]] = {name: [] for name, _ in phases}
-    treat_counters: list[dict] = []
+    phase_counters: dict[str, list[dict]] = {name: [] for name, _ in phases}
     gc.disable()
     # A first profiled phase pays one-time costs (CUPTI start-up, allocator growth): discard it.
     run_phase(wl, ctl, [], None, "discarded_warmup", args, rank, world)
@@ -580,13 +580,24 @@ def main(argv: list[str] | None = None) -> int:
             t, c = run_phase(wl, ctl, on, out if keep else None, name, args, rank, world)
             times[name] += t
             per_round[name].append(int(statistics.median(t)))
-            if name == "treatment":
-                treat_counters += c
+            phase_counters[name] += c
     if args.host_only_treatment:
         run_phase(wl, ctl, mechs, out, "treatment_host_only", args, rank, world, cpu_only=True)
     gc.enable()
+    if len(phases) > 2:  # subsets measured per phase too: the truth keeps each phase and Shapley
+        _PHASES, _PHASE_COUNTERS = phases, phase_counters
     return write_truth(
-        args, platform, mechs, kw, times, per_round, treat_counters, ctl, rank, world, out
+        args,
+        platform,
+        mechs,
+        kw,
+        times,
+        per_round,
+        phase_counters.get("treatment", []),
+        ctl,
+        rank,
+        world,
+        out,
     )
 
 

@@ -378,8 +378,8 @@ _BUSY: Any = None
 class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
-    A small Llama (GPT-2, GPT-NeoX, or the encoder-decoder T5) built from a config (no download); one step
-    is one ``generate()`` call of ``new_tokens`` tokens after a ``prompt``-token prefill
+    A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, or the encoder-decoder T5) built from a config
+    (no download); one step is one ``generate()`` call of ``new_tokens`` tokens after a ``prompt``-token prefill
     (``min_new_tokens`` pins the length), ending with a host sync.
     """
 
@@ -427,6 +427,31 @@ class HFGenerate:
                 eos_token_id=2,
             )
             model = transformers.GPTNeoXForCausalLM(cfg)
+        elif self.arch == "opt":  # OPT: learned positions (offset 2), ReLU FFN, pre-LayerNorm
+            cfg = transformers.OPTConfig(
+                vocab_size=self.vocab,
+                hidden_size=self.d,
+                word_embed_proj_dim=self.d,
+                ffn_dim=4 * self.d,
+                num_hidden_layers=self.layers,
+                num_attention_heads=self.heads,
+                max_position_embeddings=512,
+                pad_token_id=0,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+            model = transformers.OPTForCausalLM(cfg)
+        elif self.arch == "bloom":  # BLOOM: ALiBi attention biases, fused QKV, embedding LayerNorm
+            cfg = transformers.BloomConfig(
+                vocab_size=self.vocab,
+                hidden_size=self.d,
+                n_layer=self.layers,
+                n_head=self.heads,
+                bos_token_id=1,
+                eos_token_id=2,
+                pad_token_id=0,
+            )
+            model = transformers.BloomForCausalLM(cfg)
         elif self.arch == "t5":  # encoder-decoder: cross-attention, relative position buckets
             cfg = transformers.T5Config(
                 vocab_size=self.vocab,

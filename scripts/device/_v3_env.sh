@@ -35,7 +35,8 @@ nsys_setup() {
   else NSYS=""; echo "no nsys ($NSYS) or no .debs"; fi
 }
 # nsys_pair NAME BUDGET ARGS...: baseline and treatment capture ranges of one process under nsys,
-# each exported to SQLite (the .nsys-rep files stay behind: they embed the environment).
+# each exported to SQLite (the .nsys-rep files stay behind: they embed the environment). With
+# KEEP=N set, only ranges pair.1..N are exported (interleaved rounds: round 0's), the rest deleted.
 nsys_pair() {
   local name=$1 budget=$2; shift 2
   local left=$((DEADLINE - (SECONDS - START)))
@@ -48,6 +49,8 @@ nsys_pair() {
   tail -3 $W/$name/run.log | cut -c1-300
   for rep in $W/$name/rep/*.nsys-rep; do
     [ -e "$rep" ] || continue
+    local n=$(basename $rep .nsys-rep); n=${n#pair.}
+    if [ -n "${KEEP:-}" ] && [ "$n" -gt "$KEEP" ]; then rm -f $rep; continue; fi
     timeout 120 $NSYS export --type sqlite --force-overwrite true -o ${rep%.nsys-rep}.sqlite $rep > /dev/null 2>&1 || echo "FAILED export $rep"
     python3 -c "import sys; from ccdiag.profiling import scrub_nsys_sqlite as s; print('scrubbed', s(sys.argv[1]))" ${rep%.nsys-rep}.sqlite
     rm -f $rep
