@@ -38,10 +38,9 @@ class HostCodeSlower(Rule):
 
     ## Evidence
     ``h`` and its z, the per-call constants it was separated from, ``h`` in each tenth of the
-    step (quiet when the median tenth grew by less than ``min_spread`` of ``h``: work that
-    moved within the step, not slower code), the cpu_op control (medium confidence when it
-    agrees, else low). Removal (for the replay): ``h / (1 + h)`` of each
-    treatment gap beyond its calls' constants. Ledger claims: ``gap_launch``, ``gap_other``.
+    step and the net growth (quiet when neither holds across the step: ``rules/_host``'s
+    ``moved_not_slower``), the cpu_op control (medium confidence when it agrees, else low).
+    Removal: ``h / (1 + h)`` of each treatment gap beyond its calls' constants.
 
     ## Example
     ``tests/rules/cases/host-code-slower.yaml`` ``fires_when_host_code_slows``. Real, with truth:
@@ -58,9 +57,9 @@ class HostCodeSlower(Rule):
 
     ## Limits
     Cannot tell CPU-side CC cost from non-CC slowdown. Gaps 80 % of which sit beside tolled
-    launches, with no cpu_op control saying host code got slower, are LA01's (the toll's side
-    effect, ``rules/_host.side_effect``). Growth inside calls common to every launch path is
-    not claimed (left unattributed). Needs ``min_gaps`` matched gaps.
+    launches, each stretched alike, with no cpu_op control saying host code got slower, are
+    LA01's (``rules/_host.side_effect``; growth in a few gaps, lost time slices, stays here).
+    Growth inside calls common to every launch path is left unattributed. Needs ``min_gaps``.
 
     ## Options
     See below.
@@ -103,7 +102,7 @@ class HostCodeSlower(Rule):
         if h < floor - 1.0 or z < o.min_z:
             why = f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f})"
             return Outcome.clean(why + " beyond what their neighbouring calls explain")
-        if (moved := hs.moved_not_slower(g.h_windows, h, o.min_spread)) is not None:
+        if (moved := hs.moved_not_slower(g, h, o.min_spread)) is not None:
             return Outcome.clean(moved)
         sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
         control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
@@ -122,6 +121,7 @@ class HostCodeSlower(Rule):
             "basis": f"{g.n} matched host gaps, growth in proportion to their length (z {z:.1f})",
             "gap_growth_share": round(h, 4),  # growth per ns of gap
             "gap_growth_share_by_part_of_step": [round(w, 3) for w in g.h_windows],
+            "net_growth_share": round(g.net, 4),  # beyond the calls' constants, per ns of gap
             "explained_by_neighbouring_calls_ns": {k: int(g.per_call(k)) for k in g.before},
             "cpu_op_control": ctx.slowdown,
             "call_growth_share": round(scale, 4),  # per ns of matched launch / other call

@@ -408,7 +408,8 @@ def judge_device(data: Path, held_out: bool = False) -> dict[str, Any]:
                     "pred": per.get(m, 0.0),
                     "truth": imp["value"],
                     "ci": ci,
-                    "judged": ci[0] > 0 or ci[1] < 0,
+                    "modelled": m not in NOT_PREDICTED,
+                    "judged": (ci[0] > 0 or ci[1] < 0) and m not in NOT_PREDICTED,
                 }
             )
     return {
@@ -419,8 +420,16 @@ def judge_device(data: Path, held_out: bool = False) -> dict[str, Any]:
     }
 
 
+#: Mechanisms a truth may hold that a CC-off trace cannot predict: ``host_slowdown`` in the
+#: matrix is the emulator's CPU neighbour process (HELD-OUT-6), not a cost of CC; the platform
+#: profiles have no host-slowdown constant. Listed, not judged.
+NOT_PREDICTED = frozenset({"host_slowdown"})
+
+
 def _mech_verdict(m: dict[str, Any]) -> tuple[str, str]:
     """A per-mechanism row's error and verdict ("noise" where its truth is not judged)."""
+    if not m.get("modelled", True):
+        return "-", "not predicted (no CC mechanism)"
     if not m["judged"]:
         return "-", "noise"
     e = m["pred"] / m["truth"] - 1
@@ -503,6 +512,10 @@ WHY_MECH = {
         "the truth (9.1 ms) is 35 % above the tolls injected (6.76 ms, all predicted): as for "
         "hf_generate_llama_after, a spun toll costs more than itself on this host (the gaps "
         "between two tolled launches grew a median 18.6 µs for a 12.25 µs toll)"
+    ),
+    ("hf_generate_opt_*", "launch_toll"): (
+        "the truth (7.0 ms, CI 6.1–7.8) is 39 % above the tolls injected (5.05 ms, all "
+        "predicted): as for hf_generate_gpt2, the toll costs this host more than itself"
     ),
     ("tv_eval_nostep", "launch_toll"): (
         "the truth (1.04 ms, CI 0.31–1.59) is below the tolls injected (1.24 ms, all predicted): "

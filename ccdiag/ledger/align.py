@@ -344,6 +344,12 @@ class GapModel:
     #: enough gaps: slower host code holds across the step, work that moved does not
     #: (:func:`holds_across`)
     h_windows: tuple[float, ...] = ()
+    #: Net growth per ns of gap: what the calls' constants leave of the gaps' growth, summed,
+    #: over their summed typical length (``nan``: not measured), over the step and in each part.
+    #: The robust ``h`` reads the bulk of the gaps; a thread that loses whole time slices grows
+    #: a few gaps by a lot, which only the net growth sees
+    net: float = float("nan")
+    net_windows: tuple[float, ...] = ()
 
     def per_call(self, key: str) -> float:
         """The gap growth a call of ``key`` brings (before it + after it)."""
@@ -513,16 +519,13 @@ def step_part() -> pl.Expr:
     return (pl.col("t_k") / n * STEP_WINDOWS).floor().cast(pl.Int64).alias("part")
 
 
-def _windows(m: pl.DataFrame, cell: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[float, ...]:
+def _windows(pos: np.ndarray, cell: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[float, ...]:
     """The within-cell growth per ns of gap (:func:`_within`) in each of ``STEP_WINDOWS`` parts of the step (the
     matched call's ordinal over the step's calls), for the parts with ``MIN_CLEAN_GAPS`` gaps
     and a finite standard error. A training step whose blocking copy lets the DataLoader's
     threads run at its start shows its long gaps growing there and shrinking later
     (torchvision, copies only: +0.60 per ns in the first tenth, −0.09 to −0.34 in the others),
-    a CPU-bound neighbour slows them everywhere."""
-    if m.height == 0:
-        return ()
-    pos = m.select(step_part()).to_series().to_numpy()
+    a CPU-bound neighbour slows them everywhere. ``pos``: each gap's part (:func:`step_part`)."""
     out = []
     for w in range(STEP_WINDOWS):
         sel = pos == w
@@ -540,6 +543,20 @@ def _windows(m: pl.DataFrame, cell: np.ndarray, z: np.ndarray, y: np.ndarray) ->
 HOLDS_SHARE = 0.5
 #: Parts of the step with a growth estimate that the test needs (fewer: it is not made).
 MIN_WINDOWS = 5
+
+
+def _net(pos: np.ndarray, z: np.ndarray, r0: np.ndarray) -> tuple[float, tuple[float, ...]]:
+    """Net growth per ns of gap (``GapModel.net``): ``r0`` (each gap's growth less its calls'
+    constants) summed over the summed typical length ``z``, over all gaps and in each part of
+    the step (``pos``) with ``MIN_CLEAN_GAPS`` gaps."""
+    if z.size == 0 or z.sum() <= 0:
+        return float("nan"), ()
+    out = []
+    for w in range(STEP_WINDOWS):
+        sel = pos == w
+        if sel.sum() >= MIN_CLEAN_GAPS and z[sel].sum() > 0:
+            out.append(float(r0[sel].sum() / z[sel].sum()))
+    return float(r0.sum() / z.sum()), tuple(out)
 
 
 def holds_across(windows: tuple[float, ...], h: float, share: float = HOLDS_SHARE) -> bool:
@@ -590,7 +607,8 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
     # part's), so a toll beside long gaps is not taken for their growth (torchvision without
     # ProfilerStep: h +0.22 overall, median tenth -0.01; the runtime launches' constants came
     # out -2.7 µs with 13.7 µs of median growth in the gap before each)
-    windows = _windows(m, cell, z, y)
+    pos = m.select(step_part()).to_series().to_numpy()
+    windows = _windows(pos, cell, z, y)
     h_fit = h if holds_across(windows, h) else max(float(np.median(windows)), 0.0)
     beta, cov = huber_onehot(kc, pc, nk, y - h_fit * z)
     var = {
@@ -610,6 +628,7 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
     clean = ~(loud_c[kc] | loud_c[pc])
     r0 = y - _predict(beta, kc, pc, nk)
     h_mean, h_mean_se = _tail(cell[clean], z[clean], r0[clean])
+    net, net_windows = _net(pos, z, r0)
     return GapModel(
         before={k: float(beta[i]) for i, k in enumerate(keys)},
         after={k: float(beta[nk + i]) for i, k in enumerate(keys)},
@@ -621,6 +640,8 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
         h_mean=h_mean,
         h_mean_se=h_mean_se,
         h_windows=windows,
+        net=net,
+        net_windows=net_windows,
     )
 
 
