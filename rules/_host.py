@@ -122,8 +122,7 @@ def host_removal(
 
     c = (lookup("_gk", gaps.before) + lookup("_gp", gaps.after)).clip(lower_bound=0.0)
     part = (h / (1.0 + h) * (pl.col("gap") - c)).clip(lower_bound=0.0)
-    r = seq_t.with_columns(gaps.key("key").alias("_gk"), gaps.key("prev_key").alias("_gp"))
-    r = r.with_columns(part.alias("_part"))
+    r = gaps.keyed(seq_t).with_columns(part.alias("_part"))
     if matched is not None and matched.height:
         # per step, no more than the matched gaps grew in all (a per-gap cap would bias noisy
         # gaps low: contention lengthens some gaps and shortens others)

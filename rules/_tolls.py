@@ -95,7 +95,8 @@ def trimmed_mean(x: np.ndarray) -> float:
 def _path_gap(mp: pl.DataFrame, gaps: GapModel) -> tuple[float, float]:
     """A path's gap growth per call: its calls' keys' constants (before + after), weighted by
     the calls, and the variance of that mean."""
-    n = mp.select(gaps.key("key").alias("k")).group_by("k").len()
+    n = mp.group_by("key").len().select(gaps.key("key").alias("k"), "len")
+    n = n.group_by("k").agg(pl.col("len").sum())
     tot = float(n["len"].sum()) or 1.0
     mean = sum(gaps.per_call(k) * c for k, c in n.iter_rows()) / tot
     var = sum(gaps.var.get(k, np.inf) * c * c for k, c in n.iter_rows()) / tot**2
@@ -191,10 +192,11 @@ def path_tolls(
 MIN_TOLL_NS, MIN_TOLL_Z = 2000, 4.0
 
 
-def _beside(key: pl.Expr, prev_key: pl.Expr, paths: set[str]) -> pl.Expr:
-    """The call after the gap (``key``) or the call before it (``prev_key``) is on ``paths``."""
-    on = [key.str.split(":").list.first(), prev_key.str.split(":").list.first()]
-    return (on[0].is_in(list(paths)) | on[1].is_in(list(paths))).fill_null(False)
+def _beside(paths: set[str]) -> pl.Expr:
+    """The call after the gap or the call before it is on ``paths`` (the launch path of each
+    side's model key, ``_gk_path`` / ``_gp_path``: :meth:`GapModel.keyed`)."""
+    on = pl.col("_gk_path").is_in(list(paths)) | pl.col("_gp_path").is_in(list(paths))
+    return on.fill_null(False)
 
 
 def path_tolls_of(ctx: PairContext, min_z: float, host_ratio: float | None) -> list[PathToll]:
@@ -211,11 +213,13 @@ def tolled_gap_share(seq_t: pl.DataFrame, gaps: GapModel, paths: set[str]) -> fl
     path (``paths``): the call after the gap or the call before it is one of theirs."""
     if not paths or seq_t.height == 0:
         return 0.0
-    beside = _beside(gaps.key("key"), gaps.key("prev_key"), paths)
-    tot = seq_t.select(pl.col("gap").clip(lower_bound=0).sum()).item() or 0
+    # per distinct (key, prev_key): a few hundred rows, not one per call
+    cells = seq_t.group_by("key", "prev_key").agg(pl.col("gap").clip(lower_bound=0).sum())
+    cells = gaps.keyed(cells)
+    tot = cells.select(pl.col("gap").sum()).item() or 0
     if tot <= 0:
         return 0.0
-    near = seq_t.select(pl.when(beside).then(pl.col("gap").clip(lower_bound=0)).otherwise(0).sum())
+    near = cells.select(pl.when(_beside(paths)).then(pl.col("gap")).otherwise(0).sum())
     return float(near.item() or 0) / float(tot)
 
 
@@ -234,9 +238,9 @@ def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> floa
     an untolled neighbour when the two alternate: tp1_decode's one graph launch and one sync per
     step got before/after 59.9 / 30.2 µs and the sync -29.7 / 30.0 µs, so the removal took
     59.9 µs from the 89.9 µs growth before each graph launch."""
-    keys = seq_t.select(gaps.key("key").alias("k"), gaps.key("prev_key").alias("p"))
-    n_b = dict(keys.group_by("k").len().iter_rows())
-    n_a = dict(keys.group_by("p").len().iter_rows())
+    cells = gaps.keyed(seq_t.group_by("key", "prev_key").len())
+    n_b = dict(cells.group_by("_gk").agg(pl.col("len").sum()).iter_rows())
+    n_a = dict(cells.group_by("_gp").agg(pl.col("len").sum()).iter_rows())
     others = sorted(k for k in set(gaps.before) | set(gaps.after) if k.split(":")[0] not in fired)
 
     def col(d: dict) -> np.ndarray:
@@ -250,7 +254,7 @@ def _side_effect(fired: set[str], h: float) -> pl.Expr:
     before a launch next to a tolled one (the launch itself or the call before it on a fired
     path), what is left once the toll's constants are out, grown by ``h`` per ns
     (``h / (1 + h)`` of it). :func:`toll_removal` caps a step's matched gaps at what they grew."""
-    beside = (pl.col("cls") == "launch") & _beside(pl.col("_gk"), pl.col("_gp"), fired)
+    beside = (pl.col("cls") == "launch") & _beside(fired)
     left = (pl.col("gap") - pl.col("rm_gap")).clip(lower_bound=0)
     return pl.when(beside.fill_null(False)).then(h / (1.0 + h) * left).otherwise(0.0)
 
@@ -288,8 +292,7 @@ def toll_removal(
     per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
     in_call = pl.when(on_path).then(per).otherwise(0.0)
     gap = lookup("_gk", before) + lookup("_gp", after)
-    r = seq_t.with_columns(gaps.key("key").alias("_gk"), gaps.key("prev_key").alias("_gp"))
-    r = r.with_columns(
+    r = gaps.keyed(seq_t).with_columns(
         in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),
         gap.clip(0, pl.col("gap")).round(0).cast(pl.Int64).alias("rm_gap"),
     )

@@ -360,6 +360,16 @@ class GapModel:
         it has its own constants, else its launch path (or call class)."""
         return coarse_key(pl.col(col), self.kept)
 
+    def keyed(self, seq: pl.DataFrame) -> pl.DataFrame:
+        """``seq`` with ``_gk`` / ``_gp``: the model's key (:meth:`key`) of each row's ``key``
+        / ``prev_key``, and ``_gk_path`` / ``_gp_path``: their launch path or call class, each
+        worked out once per distinct value (a step's calls have a few dozen keys, each
+        carrying a kernel name of hundreds of characters)."""
+        for col, out in (("key", "_gk"), ("prev_key", "_gp")):
+            path = pl.col(col).str.split_exact(":", 1).struct.field("field_0")
+            seq = per_value(seq, col, {out: self.key(col), f"{out}_path": path})
+        return seq
+
 
 def lookup(col: str, table: dict[str, float]) -> pl.Expr:
     """``table[key]`` for each row's key in ``col`` (0 for a key the table lacks): how the
