@@ -122,7 +122,7 @@ class HostCodeSlower(Rule):
             "gap_growth_share": round(h, 4),  # growth per ns of gap
             "gap_growth_share_by_part_of_step": [round(w, 3) for w in g.h_windows],
             "net_growth_share": round(g.net, 4),  # beyond the calls' constants, per ns of gap
-            "explained_by_neighbouring_calls_ns": {k: int(g.per_call(k)) for k in g.before},
+            "explained_by_neighbouring_calls_ns": {g.label(k): int(g.per_call(k)) for k in g.before},
             "cpu_op_control": ctx.slowdown,
             "call_growth_share": round(scale, 4),  # per ns of matched launch / other call
             "paid_ns_per_step": int(claim),

@@ -20,7 +20,7 @@ are matched the same way by (kernel name, k-th occurrence) per step (:func:`matc
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -52,7 +52,22 @@ PREPARE_COLS = (
 )  # fmt: skip
 
 
-def _prepare(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFrame:
+def kernel_ids(*calls: pl.DataFrame) -> dict[str, str]:
+    """Each kernel name (``gpu_name``) of these calls, and ``?`` (a launch without one), as a
+    short id of fixed width numbered in the names' sorted order: the call sequences' keys are
+    ``path:<id>``, so a million keys do not each copy a kernel name of hundreds of characters,
+    and sorting keys gives the order the names would (:attr:`GapModel.names` shows them)."""
+    names = {"?"}
+    for c in calls:
+        if "gpu_name" in c.columns:
+            names |= set(c.get_column("gpu_name").drop_nulls().unique().to_list())
+    width = len(str(len(names)))
+    return {n: f"{i:0{width}d}" for i, n in enumerate(sorted(names))}
+
+
+def _prepare(
+    calls: pl.DataFrame, aligned: pl.DataFrame, side: str, ids: dict[str, str] | None = None
+) -> pl.DataFrame:
     """One side's calls on the aligned index with name, ordinal ``k`` and the gap after each."""
     a = aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
     # the columns read here only, before the join and the sort (a million calls carry ~40)
@@ -78,8 +93,11 @@ def _prepare(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFr
     c = per_value(c, "name", {"_bname": base_name()})
     if "gpu_name" in c.columns:
         c = with_launch_path(c, "_path")
+        ids = ids if ids is not None else kernel_ids(c)
+        kid = pl.col("gpu_name").fill_null("?").replace_strict(ids, return_dtype=pl.String)
+        c = per_value(c, "gpu_name", {"_kid": kid})
     else:
-        c = c.with_columns(pl.lit(None, pl.String).alias("_path"))
+        c = c.with_columns(pl.lit(None, pl.String).alias("_path"), pl.lit("?").alias("_kid"))
     return (
         c.select(
             "rank",
@@ -101,27 +119,33 @@ def _prepare(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFr
             hcopy.alias("hcopy"),
             col("bytes", null).cast(pl.Int64).alias("bytes"),
             pl.int_range(pl.len()).over("rank", "idx").alias("k"),
+            pl.col("_kid"),
         )
         .with_columns(
             # a launch's key is its path and kernel: a toll paid on some kernels of a path only
             # (a library kernel misread as the framework's, say) is measured where it is paid
+            # (the kernel by its short id, :func:`kernel_ids`)
             pl.when(pl.col("path").is_not_null())
-            .then(pl.concat_str("path", pl.col("gname").fill_null("?"), separator=":"))
+            .then(pl.concat_str("path", "_kid", separator=":"))
             .otherwise(pl.col("cls"))
             .alias("key"),
             pl.col("ev_row").shift(-1).over("rank", "idx").alias("next_ev_row"),
         )
+        .drop("_kid")
         .with_columns(
             pl.col("key").shift(1).over("rank", "idx").fill_null("start").alias("prev_key")
         )
     )
 
 
-def sequence(calls: pl.DataFrame, aligned: pl.DataFrame, side: str) -> pl.DataFrame:
+def sequence(
+    calls: pl.DataFrame, aligned: pl.DataFrame, side: str, ids: dict[str, str] | None = None
+) -> pl.DataFrame:
     """One run's main-thread calls in the aligned steps, in order: rank, idx, bname, cls, path,
-    key (path for launches, else the call class), prev_key (the previous call's key; ``start``
-    for a step's first call), ev_row, dur, gap, gap_after, k."""
-    return _prepare(calls, aligned, side)
+    key (``path:<kernel id>`` for launches, :func:`kernel_ids`, ``ids`` shared by the two runs;
+    else the call class), prev_key (the previous call's key; ``start`` for a step's first
+    call), ev_row, dur, gap, gap_after, k."""
+    return _prepare(calls, aligned, side, ids)
 
 
 def _pairs_equal(b: pl.DataFrame, t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -350,6 +374,12 @@ class GapModel:
     #: a few gaps by a lot, which only the net growth sees
     net: float = float("nan")
     net_windows: tuple[float, ...] = ()
+    #: A fine key (``path:<kernel id>``) as people read it: ``path:<kernel name>``
+    names: dict[str, str] = field(default_factory=dict)
+
+    def label(self, key: str) -> str:
+        """``key`` with its kernel's name in place of its id (:func:`kernel_ids`)."""
+        return self.names.get(key, key)
 
     def per_call(self, key: str) -> float:
         """The gap growth a call of ``key`` brings (before it + after it)."""
@@ -578,7 +608,7 @@ def holds_across(windows: tuple[float, ...], h: float, share: float = HOLDS_SHAR
     return float(np.median(windows)) >= share * h
 
 
-def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
+def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = None) -> GapModel:
     """Fit ``Δgap = before[key] + after[prev_key] + h × typical gap`` on matched calls.
 
     ``h`` from the variation within each (key, prev_key) cell (:func:`_within`); then the
@@ -652,7 +682,19 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30) -> GapModel:
         h_windows=windows,
         net=net,
         net_windows=net_windows,
+        names=_names(keys, ids or {}),
     )
+
+
+def _names(keys: list[str], ids: dict[str, str]) -> dict[str, str]:
+    """Each fine key (``path:<id>``) of ``keys`` -> ``path:<kernel name>`` (``ids``: name -> id)."""
+    name_of = {i: n for n, i in ids.items()}
+    out = {}
+    for k in keys:
+        path, _, kid = k.partition(":")
+        if kid in name_of:
+            out[k] = f"{path}:{name_of[kid]}"
+    return out
 
 
 def call_growth_removal(matched: pl.DataFrame) -> Removal:

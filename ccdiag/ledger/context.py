@@ -184,11 +184,17 @@ class PairContext:
     def seq_b(self) -> pl.DataFrame:
         """The baseline's main-thread calls in the aligned steps, in order
         (:func:`ccdiag.ledger.align.sequence`)."""
-        return align.sequence(self.calls_b, self.pair.aligned, "b")
+        return align.sequence(self.calls_b, self.pair.aligned, "b", self.kernel_ids)
 
     @cached_property
     def seq_t(self) -> pl.DataFrame:
-        return align.sequence(self.calls_t, self.pair.aligned, "t")
+        return align.sequence(self.calls_t, self.pair.aligned, "t", self.kernel_ids)
+
+    @cached_property
+    def kernel_ids(self) -> dict[str, str]:
+        """The two runs' kernel names as the short ids the call sequences' keys carry
+        (:func:`ccdiag.ledger.align.kernel_ids`)."""
+        return align.kernel_ids(self.calls_b, self.calls_t)
 
     @cached_property
     def matched(self) -> pl.DataFrame:
@@ -202,7 +208,7 @@ class PairContext:
     def gap_fit(self) -> align.GapModel:
         """How the matched host gaps grew, per neighbouring call and in proportion to their
         length (:func:`ccdiag.ledger.align.gap_model`)."""
-        return align.gap_model(self.matched)
+        return align.gap_model(self.matched, ids=self.kernel_ids)
 
     @cached_property
     def matched_gpu(self) -> pl.DataFrame:
