@@ -7,6 +7,7 @@
     python scripts/validate_matrix.py --split held-out-4 # the fourth, judged once
     python scripts/validate_matrix.py --split held-out-5 # the fifth (nsys, interleaved truths)
     python scripts/validate_matrix.py --split held-out-6 # the sixth (OPT, a real host slowdown)
+    python scripts/validate_matrix.py --split held-out-7 # the seventh (BLOOM, a milder neighbour)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -64,6 +65,7 @@ SPLITS = (
     "HELD-OUT-4",
     "HELD-OUT-5",
     "HELD-OUT-6",
+    "HELD-OUT-7",
 )
 
 
@@ -337,7 +339,9 @@ def main() -> None:
                 "HELD-OUT-6, captured on 2026-12-03 late evening (HF `generate()` on OPT with the "
                 "launch toll, a real host slowdown from a CPU neighbour process, and both; Kineto single "
                 "session and nsys with 6 interleaved rounds of every phase's range) and judged "
-                "once with the engine that declared it. "
+                "once with the engine that declared it; HELD-OUT-7, captured on 2026-12-04 (the "
+                "same protocol on BLOOM with a milder CPU neighbour) and judged once with the "
+                "engine that declared it. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -88,6 +88,10 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_opt_launch": ("hf_generate_opt", "only_launch", "HELD-OUT-6"),
     "hf_generate_opt_cpu": ("hf_generate_opt", "only_cpu", "HELD-OUT-6"),
     "hf_generate_opt_both": ("hf_generate_opt", "treatment", "HELD-OUT-6"),
+    # HELD-OUT-7, declared 2026-12-04 00:33 before its capture: scripts/device/run_v9_heldout7.sh
+    "hf_generate_bloom_launch": ("hf_generate_bloom", "only_launch", "HELD-OUT-7"),
+    "hf_generate_bloom_cpu": ("hf_generate_bloom", "only_cpu", "HELD-OUT-7"),
+    "hf_generate_bloom_both": ("hf_generate_bloom", "treatment", "HELD-OUT-7"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -106,6 +110,10 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_opt_nsys_il": ("hf_generate_opt_launch", "HELD-OUT-6"),
     "hf_generate_opt_cpu_nsys_il": ("hf_generate_opt_both", "HELD-OUT-6"),
     "hf_generate_opt_cpuonly_nsys_il": ("hf_generate_opt_cpu", "HELD-OUT-6"),
+    # HELD-OUT-7, declared 2026-12-04 00:33 before its capture: scripts/device/run_v9_heldout7.sh
+    "hf_generate_bloom_nsys_il": ("hf_generate_bloom_launch", "HELD-OUT-7"),
+    "hf_generate_bloom_cpu_nsys_il": ("hf_generate_bloom_both", "HELD-OUT-7"),
+    "hf_generate_bloom_cpuonly_nsys_il": ("hf_generate_bloom_cpu", "HELD-OUT-7"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -113,6 +121,8 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
 NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_opt_cpu_nsys_il": ("hf_generate_opt_cpu_nsys_il", "treatment"),
     "hf_generate_opt_cpuonly_nsys_il": ("hf_generate_opt_cpu_nsys_il", "only_cpu"),
+    "hf_generate_bloom_cpu_nsys_il": ("hf_generate_bloom_cpu_nsys_il", "treatment"),
+    "hf_generate_bloom_cpuonly_nsys_il": ("hf_generate_bloom_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -4,23 +4,27 @@
 # slowdown (the CPU neighbour, mechanism cpu) and both; Kineto single session, and nsys with 6
 # interleaved rounds of every phase's range (round 0 in order; only round 0's ranges exported).
 # It judges the side-effect claim (host-gap growth beside tolled launches is LA01's) where it could
-# swallow a genuine host slowdown. One device call. Writes $OUT/v8.tar.gz + log. Assemble with
+# swallow a genuine host slowdown. One device call. Writes $OUT/$SET.tar.gz + log. Assemble with
 # validation/make_pairs.py --raw DIR --pairs-only.
+# Later sets reuse it with other values (run_v9_heldout7.sh): ARCH (default: opt, else bloom),
+# CCDIAG_EMU_CPU_NICE (default 5), PREFIX (default hf_generate_<arch>), SET (default v8).
 source scripts/device/_v3_env.sh
 DEADLINE=${DEADLINE:-480}
-W=/tmp/v8h; rm -rf $W; mkdir -p $W
-exec > >(tee -a "$OUT/log_v8_heldout6.txt") 2>&1
+SET=${SET:-v8}
+W=/tmp/${SET}h; rm -rf $W; mkdir -p $W
+exec > >(tee -a "$OUT/log_${SET}.txt") 2>&1
 t start; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-ARCH=$(python3 -c "import transformers as t; print('opt' if hasattr(t, 'OPTForCausalLM') else 'bloom')")
-python3 -c "import transformers, torch; print(transformers.__version__, torch.__version__)"; echo "arch=$ARCH"
+ARCH=${ARCH:-$(python3 -c "import transformers as t; print('opt' if hasattr(t, 'OPTForCausalLM') else 'bloom')")}
+PREFIX=${PREFIX:-hf_generate_$ARCH}
+python3 -c "import transformers, torch; print(transformers.__version__, torch.__version__)"; echo "arch=$ARCH prefix=$PREFIX"
 nsys_setup
-export CCDIAG_EMU_CPU_NICE=5
-job hf_generate_opt 170 X=1 -- hf_generate --kw arch=$ARCH --mechanisms launch,cpu --rounds 8 --block-steps 6 \
+export CCDIAG_EMU_CPU_NICE=${CCDIAG_EMU_CPU_NICE:-5}; echo "cpu neighbour nice $CCDIAG_EMU_CPU_NICE"
+job $PREFIX 170 X=1 -- hf_generate --kw arch=$ARCH --mechanisms launch,cpu --rounds 8 --block-steps 6 \
   --warmup 3 --no-record-shapes --ship-steps 6 --ship baseline,treatment,only_launch,only_cpu
 GEN="hf_generate --kw arch=$ARCH --rounds 6 --steps 8 --warmup 3"
-KEEP=3 nsys_pair hf_generate_opt_nsys_il 110 $GEN --mechanisms launch --phases baseline,treatment
-KEEP=5 nsys_pair hf_generate_opt_cpu_nsys_il 150 $GEN --mechanisms launch,cpu
-for n in hf_generate_opt_nsys_il hf_generate_opt_cpu_nsys_il; do
+KEEP=3 nsys_pair ${PREFIX}_nsys_il 110 $GEN --mechanisms launch --phases baseline,treatment
+KEEP=5 nsys_pair ${PREFIX}_cpu_nsys_il 150 $GEN --mechanisms launch,cpu
+for n in ${PREFIX}_nsys_il ${PREFIX}_cpu_nsys_il; do
   python3 -c "
 import json, sys; g = json.load(open('$W/$n/timing_nsys.json')); r = g['step_ns_median_per_round']
 print('$n per-round delta ms vs baseline', {p: [round((y - x) / 1e6, 2) for x, y in zip(r['baseline'], v)] for p, v in r.items() if p != 'baseline'})
@@ -28,5 +32,5 @@ print('  delta', g['delta_ns_per_step'], 'shapley', g.get('shapley_ns_per_step')
 done
 t pack; cat $W/FAILED $W/SKIPPED 2>/dev/null
 find $W -name '*.nsys-rep' -delete
-tar -C $W -czf $OUT/v8.tar.gz . ; ls -la $OUT
+tar -C $W -czf $OUT/$SET.tar.gz . ; ls -la $OUT
 t done
