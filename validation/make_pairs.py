@@ -88,7 +88,7 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_opt_launch": ("hf_generate_opt", "only_launch", "HELD-OUT-6"),
     "hf_generate_opt_cpu": ("hf_generate_opt", "only_cpu", "HELD-OUT-6"),
     "hf_generate_opt_both": ("hf_generate_opt", "treatment", "HELD-OUT-6"),
-    # HELD-OUT-7, declared 2026-12-04 00:33 before its capture: scripts/device/run_v9_heldout7.sh
+    # HELD-OUT-7, declared 2026-12-04 00:31 before its capture: scripts/device/run_v9_heldout7.sh
     "hf_generate_bloom_launch": ("hf_generate_bloom", "only_launch", "HELD-OUT-7"),
     "hf_generate_bloom_cpu": ("hf_generate_bloom", "only_cpu", "HELD-OUT-7"),
     "hf_generate_bloom_both": ("hf_generate_bloom", "treatment", "HELD-OUT-7"),
@@ -110,7 +110,7 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_opt_nsys_il": ("hf_generate_opt_launch", "HELD-OUT-6"),
     "hf_generate_opt_cpu_nsys_il": ("hf_generate_opt_both", "HELD-OUT-6"),
     "hf_generate_opt_cpuonly_nsys_il": ("hf_generate_opt_cpu", "HELD-OUT-6"),
-    # HELD-OUT-7, declared 2026-12-04 00:33 before its capture: scripts/device/run_v9_heldout7.sh
+    # HELD-OUT-7, declared 2026-12-04 00:31 before its capture: scripts/device/run_v9_heldout7.sh
     "hf_generate_bloom_nsys_il": ("hf_generate_bloom_launch", "HELD-OUT-7"),
     "hf_generate_bloom_cpu_nsys_il": ("hf_generate_bloom_both", "HELD-OUT-7"),
     "hf_generate_bloom_cpuonly_nsys_il": ("hf_generate_bloom_cpu", "HELD-OUT-7"),
