@@ -256,7 +256,7 @@ def _side_effect(fired: set[str], h: float) -> pl.Expr:
     (``h / (1 + h)`` of it). :func:`toll_removal` caps a step's matched gaps at what they grew."""
     beside = (pl.col("cls") == "launch") & _beside(fired)
     left = (pl.col("gap") - pl.col("rm_gap")).clip(lower_bound=0)
-    return pl.when(beside.fill_null(False)).then(h / (1.0 + h) * left).otherwise(0.0)
+    return pl.when(beside).then(h / (1.0 + h) * left).otherwise(0.0)
 
 
 def toll_removal(

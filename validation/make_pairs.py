@@ -279,7 +279,7 @@ def nsys_pair(raws: list[Path], out: Path, name: str = "hf_generate_llama_nsys")
     # pair.2, treatment pair.3, then one range per subset phase; only round 0's ranges are
     # exported, the truth pools every round
     order = list(timing.get("phases") or ["baseline", "treatment"])
-    want = [1, 2, 3 + order.index(phase) - 1]
+    want = [1, 2, 2 + order.index(phase)]
     have = [int(p.name.split(".")[1]) for p in reps]
     if not set(want) <= set(have):
         print(f"{name}: expected the ranges pair.{want} (warm-up, baseline, {phase}), got {have}")

@@ -396,8 +396,7 @@ class GapModel:
         worked out once per distinct value (a step's calls have a few dozen keys, each
         carrying a kernel name of hundreds of characters)."""
         for col, out in (("key", "_gk"), ("prev_key", "_gp")):
-            path = pl.col(col).str.split_exact(":", 1).struct.field("field_0")
-            seq = per_value(seq, col, {out: self.key(col), f"{out}_path": path})
+            seq = per_value(seq, col, {out: self.key(col), f"{out}_path": key_path(pl.col(col))})
         return seq
 
 
@@ -411,9 +410,14 @@ def lookup(col: str, table: dict[str, float]) -> pl.Expr:
 MIN_KEY_CALLS = 30
 
 
+def key_path(c: pl.Expr) -> pl.Expr:
+    """A key's launch path (or call class): what stands before its first ``:``."""
+    return c.str.split_exact(":", 1).struct.field("field_0")
+
+
 def coarse_key(c: pl.Expr, kept: frozenset[str]) -> pl.Expr:
     """A key as the gap model knows it (see :meth:`GapModel.key`)."""
-    return pl.when(c.is_in(list(kept))).then(c).otherwise(c.str.split(":").list.first())
+    return pl.when(c.is_in(list(kept))).then(c).otherwise(key_path(c))
 
 
 def _cells(kc: np.ndarray, pc: np.ndarray, keys: list[str]) -> np.ndarray:
@@ -559,6 +563,13 @@ def step_part() -> pl.Expr:
     return (pl.col("t_k") / n * STEP_WINDOWS).floor().cast(pl.Int64).alias("part")
 
 
+def _parts(pos: np.ndarray) -> list[np.ndarray]:
+    """Masks of the ``STEP_WINDOWS`` parts of the step (``pos``: :func:`step_part`) that hold
+    ``MIN_CLEAN_GAPS`` gaps or more, in order."""
+    masks = (pos == w for w in range(STEP_WINDOWS))
+    return [sel for sel in masks if sel.sum() >= MIN_CLEAN_GAPS]
+
+
 def _windows(pos: np.ndarray, cell: np.ndarray, z: np.ndarray, y: np.ndarray) -> tuple[float, ...]:
     """The within-cell growth per ns of gap (:func:`_within`) in each of ``STEP_WINDOWS`` parts of the step (the
     matched call's ordinal over the step's calls), for the parts with ``MIN_CLEAN_GAPS`` gaps
@@ -567,10 +578,7 @@ def _windows(pos: np.ndarray, cell: np.ndarray, z: np.ndarray, y: np.ndarray) ->
     (torchvision, copies only: +0.60 per ns in the first tenth, −0.09 to −0.34 in the others),
     a CPU-bound neighbour slows them everywhere. ``pos``: each gap's part (:func:`step_part`)."""
     out = []
-    for w in range(STEP_WINDOWS):
-        sel = pos == w
-        if sel.sum() < MIN_CLEAN_GAPS:
-            continue
+    for sel in _parts(pos):
         hw, se, _, _ = _within(cell[sel], z[sel], y[sel])
         if np.isfinite(se):
             out.append(float(hw))
@@ -591,11 +599,7 @@ def _net(pos: np.ndarray, z: np.ndarray, r0: np.ndarray) -> tuple[float, tuple[f
     the step (``pos``) with ``MIN_CLEAN_GAPS`` gaps."""
     if z.size == 0 or z.sum() <= 0:
         return float("nan"), ()
-    out = []
-    for w in range(STEP_WINDOWS):
-        sel = pos == w
-        if sel.sum() >= MIN_CLEAN_GAPS and z[sel].sum() > 0:
-            out.append(float(r0[sel].sum() / z[sel].sum()))
+    out = [float(r0[sel].sum() / z[sel].sum()) for sel in _parts(pos) if z[sel].sum() > 0]
     return float(r0.sum() / z.sum()), tuple(out)
 
 
