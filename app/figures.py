@@ -851,8 +851,10 @@ def host_code_ops(report: Any) -> go.Figure:
     ops = _get(ev, "ops", default=[]) or _get(ev, "cpu_op_control", "ops", default=[]) or []
     if not ops:
         why = rule_reason(report, "host_slowdown")
-        if ev:
+        if _get(ev, "ratio") is not None:
             why = f"{_get(ev, 'ratio')}x from the {_get(ev, 'basis')} (no cpu_ops to show)"
+        elif _get(ev, "lost_time_slices") is not None:
+            why = f"lost time slices: {_get(ev, 'lost_time_slices', 'basis')} (no cpu_ops to show)"
         return not_measured(title, why)
     names = [esc(o.get("op")) for o in ops]
     div, unit = time_unit([o["median_ns"][r] for o in ops for r in RUNS])

@@ -11,6 +11,7 @@ from ccdiag.rules import _host as hs
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag.ledger import control as ctl
+from ccdiag.ledger.align import GapModel
 from ccdiag.schema import Kind
 from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
@@ -23,12 +24,13 @@ class HostCodeSlower(Rule):
     """Host code runs slower at equal work: the CPU side of the confidential VM, or not CC at all.
 
     ## What it detects
-    Host time that no CUDA call explains, growing in proportion to its own length: the matched
-    host gaps between the two runs' calls (``ccdiag.ledger.align``), after what the calls beside
-    each gap bring (a launch toll spun before or after a call is the gap model's per-call
-    constant, LA01's), grew by ``h`` per ns of their typical length (least squares on what the
-    calls leave; a preempted thread loses a few gaps whole). Without matched calls (host-only
-    treatments made of cpu_ops): the mean time of cpu_op kinds that make no CUDA call.
+    Host time that no CUDA call explains. (1) Lost time slices: matched gaps (and launch calls)
+    that grew by ``BURST_NS`` or more beyond the same gap in the other steps, net of the
+    baseline's own, recurring over the steps (``rules/_host.lost_slices``). (2) Growth in
+    proportion to length: the other matched host gaps (``ccdiag.ledger.align``), after what the
+    calls beside each gap bring (a toll spun before or after a call is the gap model's per-call
+    constant, LA01's), grew by ``h`` per ns of their typical length. Without matched calls
+    (host-only treatments made of cpu_ops): the mean time of cpu_op kinds without CUDA calls.
 
     ## Why it costs time
     A TDX / SEV-SNP guest pays on the CPU too: the first touch of each 4 KB private page is
@@ -37,10 +39,11 @@ class HostCodeSlower(Rule):
     cannot tell these apart; the evidence and the fixes say what to check.
 
     ## Evidence
-    ``h`` and its z, the per-call constants it was separated from, ``h`` in each tenth of the
-    step and the net growth (quiet when neither holds across the step: ``rules/_host``'s
-    ``moved_not_slower``), the cpu_op control (medium confidence when it agrees, else low).
-    Removal: ``h / (1 + h)`` of each treatment gap beyond its calls' constants.
+    The bursts (net ns per step, its t over the steps, how many steps), ``h`` and its z, the
+    per-call constants, ``h`` in each tenth of the step and the net growth (quiet when neither
+    holds across the step: ``moved_not_slower``), the cpu_op control (medium confidence when it
+    agrees or slices were lost, else low). Removal: each step's net burst time off its bursts,
+    then ``h / (1 + h)`` of each gap beyond its calls' constants.
 
     ## Example
     ``tests/rules/cases/host-code-slower.yaml`` ``fires_when_host_code_slows``. Real, with truth:
@@ -48,18 +51,17 @@ class HostCodeSlower(Rule):
     launch toll on some launch paths (``decode_eager``: 122 of 185 launches tolled) stays quiet.
 
     ## Fix
+    - Lost slices: pin the GPU-driving thread to an isolated core, find the neighbour; in a CVM
+      check the vCPUs' steal time.
     - Under TDX / SEV-SNP: back hot buffers with transparent huge pages (THP cuts the per-page
-      accept operations 512x) and pre-fault them at start-up.
-    - Pin the CPU frequency governor and isolate the cores that drive the GPU; compare with the
-      same settings outside the CVM.
-    - Re-capture both runs with the same profiler settings and repeat them: per-session profiler
-      overhead can differ by 2x on the same work.
+      accept operations 512x) and pre-fault them; pin the CPU governor.
+    - Re-capture both runs with the same profiler settings: per-session overhead can differ 2x.
 
     ## Limits
     Cannot tell CPU-side CC cost from non-CC slowdown. Gaps 80 % of which sit beside tolled
     launches, each stretched alike, with no cpu_op control saying host code got slower, are
-    LA01's (``rules/_host.side_effect``; growth in a few gaps, lost time slices, stays here).
-    Growth inside calls common to every launch path is left unattributed. Needs ``min_gaps``.
+    LA01's (``rules/_host.side_effect``). Slices lost in fewer than 3 steps are not told from
+    noise. Growth inside calls common to every launch path is left unattributed.
 
     ## Options
     See below.
@@ -93,6 +95,20 @@ class HostCodeSlower(Rule):
         g, o = ctx.gap_fit, self.options
         if ctx.op_mode or g.n < o.min_gaps:
             return self._from_ops(ctx)
+        lost = hs.lost_slices(ctx.seq_t, g, o.min_ns)  # whole time slices: a CPU-bound neighbour
+        grown = self._grown(ctx, g, lost)
+        if isinstance(grown, str) and lost is None:
+            return Outcome.clean(grown)
+        lost_part = [] if lost is None else [lost.part(ctx.slowdown)]
+        p = hs.Part.joined(lost_part + ([] if isinstance(grown, str) else [grown]), HOST_CODE)
+        cl = pl.concat([claims(p.per, c, c) for c in HOST_CODE])
+        conf = "medium" if p.confident else "low"
+        return self.fired(cl, p.summary, p.evidence, conf, removal=p.removal, ratio=p.ratio)
+
+    def _grown(self, ctx: RuleContext, g: GapModel, lost: hs.LostSlices | None) -> str | hs.Part:
+        """Growth in proportion to the gaps' length beyond the lost slices: why it is not
+        slower host code, or its part of the claim."""
+        o = self.options
         # gaps beside no explaining call when there are enough, else every gap's growth within
         # its cell, but only a large one (a toll's side effects are not slower host code)
         clean = np.isfinite(g.h_mean_se)
@@ -101,37 +117,25 @@ class HostCodeSlower(Rule):
         floor = o.min_ratio if clean else o.min_ratio_beside
         if h < floor - 1.0 or z < o.min_z:
             why = f"matched host gaps grew {h:+.3f} per ns of their length (z {z:.1f})"
-            return Outcome.clean(why + " beyond what their neighbouring calls explain")
+            return why + " beyond what their neighbouring calls explain"
         if (moved := hs.moved_not_slower(g, h, o.min_spread)) is not None:
-            return Outcome.clean(moved)
+            return moved
         sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
         control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
         side, paths = hs.toll_side_effect(ctx, control)
         if side.applies:  # issue 12: only what no call explains; LA01 claims the toll's effect
-            return Outcome.clean(hs.left_to_the_toll(side, paths, h, z))
+            return hs.left_to_the_toll(side, paths, h, z)
         scale = ctl.call_scale(ctx.matched, control)
-        removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched, scale)
+        less = lost.removal if lost is not None else None
+        removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched, scale, less)
         claim = sum(float(per[c].mean() or 0) for c in HOST_CODE)
         if claim < o.min_ns:
-            return Outcome.clean(f"host gaps {1 + h:.2f}x, {duration(claim)}/step at most")
-        cl = pl.concat([claims(per, c, c) for c in HOST_CODE])
-        ev = {
-            "ratio": round(1.0 + h, 3),
-            "robust_ratio": round(1.0 + g.h, 3),
-            "basis": f"{g.n} matched host gaps, growth in proportion to their length (z {z:.1f})",
-            "gap_growth_share": round(h, 4),  # growth per ns of gap
-            "gap_growth_share_by_part_of_step": [round(w, 3) for w in g.h_windows],
-            "net_growth_share": round(g.net, 4),  # beyond the calls' constants, per ns of gap
-            "explained_by_neighbouring_calls_ns": {g.label(k): int(g.per_call(k)) for k in g.before},
-            "cpu_op_control": ctx.slowdown,
-            "call_growth_share": round(scale, 4),  # per ns of matched launch / other call
-            "paid_ns_per_step": int(claim),
-            "published": "TDX guests: first touch of each 4 KB page is expensive; THP cuts it 512x",
-        }  # fmt: skip
+            return f"host gaps {1 + h:.2f}x, {duration(claim)}/step at most"
+        ev = hs.growth_evidence(g, h, z, scale, ctx.slowdown)
         summary = f"host gaps no call explains grew {1 + h:.2f}x ({g.n} matched gaps)" + (
             f", calls {1 + scale:.2f}x like the host-code control" if scale > 0 else "")  # fmt: skip
-        conf = "medium" if control is not None and control >= o.min_ratio else "low"
-        return self.fired(cl, summary, ev, conf, removal=removal, ratio=1.0 + h)
+        sure = control is not None and control >= o.min_ratio
+        return hs.Part(removal, per, ev, summary, 1.0 + h, sure)
 
     def _from_ops(self, ctx: RuleContext) -> Outcome:
         sd = ctx.slowdown
@@ -151,10 +155,5 @@ class HostCodeSlower(Rule):
         return self.fired(cl, summary, ev, "medium", ratio=ratio)
 
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
-        text = (
-            "Host code runs slower in the treatment: under TDX / SEV-SNP back hot buffers with "
-            "transparent huge pages and pre-fault them; pin the CPU governor; re-capture both runs "
-            "with the same profiler settings to rule out profiler overhead."
-        )
-        how = f"attributed time: the host code back at the baseline's speed ({f.facts['ratio']:.2f}x -> 1x)"
+        text, how = hs.fix_text("lost_time_slices" in f.evidence, f.facts["ratio"])
         return [recommendation("host_side_tuning", ns, delta, text, how)]

@@ -8,6 +8,7 @@
     python scripts/validate_matrix.py --split held-out-5 # the fifth (nsys, interleaved truths)
     python scripts/validate_matrix.py --split held-out-6 # the sixth (OPT, a real host slowdown)
     python scripts/validate_matrix.py --split held-out-7 # the seventh (BLOOM, a milder neighbour)
+    python scripts/validate_matrix.py --split held-out-8 # the eighth (GPT-J, a waking neighbour)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -66,6 +67,7 @@ SPLITS = (
     "HELD-OUT-5",
     "HELD-OUT-6",
     "HELD-OUT-7",
+    "HELD-OUT-8",
 )
 
 

@@ -92,6 +92,11 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_bloom_launch": ("hf_generate_bloom", "only_launch", "HELD-OUT-7"),
     "hf_generate_bloom_cpu": ("hf_generate_bloom", "only_cpu", "HELD-OUT-7"),
     "hf_generate_bloom_both": ("hf_generate_bloom", "treatment", "HELD-OUT-7"),
+    # HELD-OUT-8, declared 2026-12-04 before its capture: scripts/device/run_v10_heldout8.sh
+    "hf_generate_gptj_launch": ("hf_generate_gptj", "only_launch", "HELD-OUT-8"),
+    "hf_generate_gptj_cpu": ("hf_generate_gptj", "only_cpu", "HELD-OUT-8"),
+    "hf_generate_gptj_both": ("hf_generate_gptj", "treatment", "HELD-OUT-8"),
+    "hf_generate_gptj_after": ("hf_generate_gptj_after", "treatment", "HELD-OUT-8"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -114,6 +119,10 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_bloom_nsys_il": ("hf_generate_bloom_launch", "HELD-OUT-7"),
     "hf_generate_bloom_cpu_nsys_il": ("hf_generate_bloom_both", "HELD-OUT-7"),
     "hf_generate_bloom_cpuonly_nsys_il": ("hf_generate_bloom_cpu", "HELD-OUT-7"),
+    # HELD-OUT-8, declared 2026-12-04 before its capture: scripts/device/run_v10_heldout8.sh
+    "hf_generate_gptj_nsys_il": ("hf_generate_gptj_launch", "HELD-OUT-8"),
+    "hf_generate_gptj_cpu_nsys_il": ("hf_generate_gptj_both", "HELD-OUT-8"),
+    "hf_generate_gptj_cpuonly_nsys_il": ("hf_generate_gptj_cpu", "HELD-OUT-8"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -123,6 +132,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_opt_cpuonly_nsys_il": ("hf_generate_opt_cpu_nsys_il", "only_cpu"),
     "hf_generate_bloom_cpu_nsys_il": ("hf_generate_bloom_cpu_nsys_il", "treatment"),
     "hf_generate_bloom_cpuonly_nsys_il": ("hf_generate_bloom_cpu_nsys_il", "only_cpu"),
+    "hf_generate_gptj_cpu_nsys_il": ("hf_generate_gptj_cpu_nsys_il", "treatment"),
+    "hf_generate_gptj_cpuonly_nsys_il": ("hf_generate_gptj_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -48,7 +48,12 @@ NOT_SHIM = ("collective", "cpu")
 
 
 class CpuNeighbour:
-    """A busy-looping process pinned to the main thread's core, paused unless ``on``."""
+    """A busy-looping process pinned to the main thread's core, paused unless ``on``.
+
+    ``CCDIAG_EMU_CPU_NICE``: its nice value (default 5). ``CCDIAG_EMU_CPU_DUTY=BUSY/PERIOD``
+    (ms, e.g. ``1/4``): it spins BUSY ms then sleeps the rest of each PERIOD (a waking sleeper
+    preempts the main thread), instead of spinning all the time.
+    """
 
     def __init__(self) -> None:
         import signal
@@ -58,7 +63,17 @@ class CpuNeighbour:
         self.core = max(os.sched_getaffinity(0))
         self.nice = int(os.environ.get("CCDIAG_EMU_CPU_NICE", "5"))
         os.sched_setaffinity(0, {self.core})  # the main thread (and threads started later)
-        code = f"import os\nos.sched_setaffinity(0, {{{self.core}}})\nos.nice({self.nice})\nwhile True: pass"
+        code = f"import os, time\nos.sched_setaffinity(0, {{{self.core}}})\nos.nice({self.nice})\n"
+        duty = os.environ.get("CCDIAG_EMU_CPU_DUTY", "")
+        if duty:
+            busy, period = (float(x) / 1e3 for x in duty.split("/"))
+            code += (
+                "while True:\n    t0 = time.perf_counter()\n"
+                f"    while time.perf_counter() - t0 < {busy}: pass\n"
+                f"    time.sleep({max(period - busy, 0.0)})\n"
+            )
+        else:
+            code += "while True: pass"
         self.proc = subprocess.Popen([sys.executable, "-c", code])
         self.proc.send_signal(signal.SIGSTOP)
         self.running = False
@@ -678,7 +693,13 @@ def write_truth(
             for name, on in (_PHASES or [])
         },
         **(
-            {"cpu_neighbour": {"core": _NEIGHBOUR.core, "nice": _NEIGHBOUR.nice}}
+            {
+                "cpu_neighbour": {
+                    "core": _NEIGHBOUR.core,
+                    "nice": _NEIGHBOUR.nice,
+                    "duty_ms": os.environ.get("CCDIAG_EMU_CPU_DUTY") or "always busy",
+                }
+            }
             if _NEIGHBOUR is not None
             else {}
         ),

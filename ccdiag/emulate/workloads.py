@@ -378,7 +378,7 @@ _BUSY: Any = None
 class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
-    A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, or the encoder-decoder T5) built from a config
+    A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, or the encoder-decoder T5) built from a config
     (no download); one step is one ``generate()`` call of ``new_tokens`` tokens after a ``prompt``-token prefill
     (``min_new_tokens`` pins the length), ending with a host sync.
     """
@@ -452,6 +452,18 @@ class HFGenerate:
                 pad_token_id=0,
             )
             model = transformers.BloomForCausalLM(cfg)
+        elif self.arch == "gptj":  # GPT-J: partial rotary, attention and MLP in parallel
+            cfg = transformers.GPTJConfig(
+                vocab_size=self.vocab,
+                n_embd=self.d,
+                n_layer=self.layers,
+                n_head=self.heads,
+                n_positions=512,
+                rotary_dim=self.d // self.heads // 2,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+            model = transformers.GPTJForCausalLM(cfg)
         elif self.arch == "t5":  # encoder-decoder: cross-attention, relative position buckets
             cfg = transformers.T5Config(
                 vocab_size=self.vocab,

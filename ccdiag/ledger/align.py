@@ -376,6 +376,14 @@ class GapModel:
     net_windows: tuple[float, ...] = ()
     #: A fine key (``path:<kernel id>``) as people read it: ``path:<kernel name>``
     names: dict[str, str] = field(default_factory=dict)
+    #: Lost time slices (:func:`excursions`): each aligned step's net excursion (ns), the
+    #: bursts beyond ``BURST_NS`` over the growth the same gap has in the other steps, the
+    #: baseline's own bursts subtracted; empty with fewer than ``MIN_BURST_STEPS`` steps. The
+    #: fit above leaves those gaps out
+    bursts: tuple[float, ...] = ()
+    #: The bursts: rank, idx, t_ev_row (the treatment's call), exc / exc_dur (ns: in the gap
+    #: before it / in the call)
+    burst_rows: pl.DataFrame | None = None
 
     def label(self, key: str) -> str:
         """``key`` with its kernel's name in place of its id (:func:`kernel_ids`)."""
@@ -612,6 +620,42 @@ def holds_across(windows: tuple[float, ...], h: float, share: float = HOLDS_SHAR
     return float(np.median(windows)) >= share * h
 
 
+#: A host gap that grew this much (ns) beyond the growth of the same gap (same place in the
+#: step) in the other steps lost a time slice: more than any per-call cost (a launch toll is
+#: µs), less than the scheduler's slices a CPU-bound neighbour takes (0.75-4 ms under CFS).
+BURST_NS = 300_000
+#: Aligned steps the excursions need (a median of the same gap's growth over the others).
+MIN_BURST_STEPS = 3
+
+
+def excursions(m: pl.DataFrame) -> tuple[np.ndarray, tuple[float, ...], pl.DataFrame | None]:
+    """Each matched gap's growth beyond the median growth of the same gap (``b_k``) over the
+    steps, where it is a burst (at least ``BURST_NS`` either way, else 0); each step's net sum
+    of them and of the same bursts inside launch and other API calls (in step order, every
+    step, 0 where none); and the bursting rows (rank, idx, t_ev_row, exc: in the gap before,
+    exc_dur: in the call). A thread that loses whole time slices (a CPU-bound neighbour) grows
+    a few gaps or calls by milliseconds in most steps; a toll grows the same ones in every step
+    (the median takes it); the baseline's own bursts come out negative. Calls that wait for
+    the GPU (syncs, copies) are left out: their growth can be the GPU's."""
+    steps = m.select("rank", "idx").unique().sort("rank", "idx")
+    if m.height == 0 or steps.height < MIN_BURST_STEPS:
+        return np.zeros(m.height), (), None
+    own = pl.col("cls").is_in(["launch", "other"])
+
+    def burst(col: str, on: pl.Expr) -> pl.Expr:
+        e = (pl.col(col) - pl.col(col).median().over("rank", "b_k")).cast(pl.Float64)
+        return pl.when(on & (e.abs() >= BURST_NS)).then(e).otherwise(0.0)
+
+    e = m.select(
+        "rank", "idx", "t_ev_row", burst("d_gap", pl.lit(True)).alias("exc"),
+        burst("d_dur", own).alias("exc_dur"),
+    )  # fmt: skip
+    net = (pl.col("exc") + pl.col("exc_dur")).sum()
+    per = steps.join(e.group_by("rank", "idx").agg(net.alias("n")), on=["rank", "idx"], how="left")
+    rows = e.filter((pl.col("exc") != 0) | (pl.col("exc_dur") != 0))
+    return e["exc"].to_numpy(), tuple(per["n"].fill_null(0.0).to_list()), rows
+
+
 def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = None) -> GapModel:
     """Fit ``Δgap = before[key] + after[prev_key] + h × typical gap`` on matched calls.
 
@@ -624,6 +668,8 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = 
     kept = frozenset(
         n.filter((pl.col("len") >= MIN_KEY_CALLS) & pl.col("key").str.contains(":"))["key"]
     )
+    exc, bursts, burst_rows = excursions(m)
+    m = m.filter(pl.Series(exc == 0))  # lost time slices are not the calls' nor h's
     for c in ("key", "prev_key"):  # once per distinct key, not per gap
         m = per_value(m, c, {c: coarse_key(pl.col(c), kept)})
     keys = sorted(
@@ -687,6 +733,8 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = 
         net=net,
         net_windows=net_windows,
         names=_names(keys, ids or {}),
+        bursts=bursts,
+        burst_rows=burst_rows,
     )
 
 

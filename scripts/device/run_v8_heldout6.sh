@@ -6,8 +6,10 @@
 # It judges the side-effect claim (host-gap growth beside tolled launches is LA01's) where it could
 # swallow a genuine host slowdown. One device call. Writes $OUT/$SET.tar.gz + log. Assemble with
 # validation/make_pairs.py --raw DIR --pairs-only.
-# Later sets reuse it with other values (run_v9_heldout7.sh): ARCH (default: opt, else bloom),
-# CCDIAG_EMU_CPU_NICE (default 5), PREFIX (default hf_generate_<arch>), SET (default v8).
+# Later sets reuse it with other values (run_v9_heldout7.sh, run_v10_heldout8.sh): ARCH (default:
+# opt, else bloom), CCDIAG_EMU_CPU_NICE (default 5), CCDIAG_EMU_CPU_DUTY (the neighbour's BUSY/PERIOD
+# ms; default always busy), PREFIX (default hf_generate_<arch>), SET (default v8), AFTER=1 (last: a
+# Kineto toll-only pair with the toll spun after each launch, ${PREFIX}_after).
 source scripts/device/_v3_env.sh
 DEADLINE=${DEADLINE:-480}
 SET=${SET:-v8}
@@ -18,7 +20,7 @@ ARCH=${ARCH:-$(python3 -c "import transformers as t; print('opt' if hasattr(t, '
 PREFIX=${PREFIX:-hf_generate_$ARCH}
 python3 -c "import transformers, torch; print(transformers.__version__, torch.__version__)"; echo "arch=$ARCH prefix=$PREFIX"
 nsys_setup
-export CCDIAG_EMU_CPU_NICE=${CCDIAG_EMU_CPU_NICE:-5}; echo "cpu neighbour nice $CCDIAG_EMU_CPU_NICE"
+export CCDIAG_EMU_CPU_NICE=${CCDIAG_EMU_CPU_NICE:-5}; echo "cpu neighbour nice $CCDIAG_EMU_CPU_NICE duty ${CCDIAG_EMU_CPU_DUTY:-always}"
 job $PREFIX 170 X=1 -- hf_generate --kw arch=$ARCH --mechanisms launch,cpu --rounds 8 --block-steps 6 \
   --warmup 3 --no-record-shapes --ship-steps 6 --ship baseline,treatment,only_launch,only_cpu
 GEN="hf_generate --kw arch=$ARCH --rounds 6 --steps 8 --warmup 3"
@@ -30,6 +32,10 @@ import json, sys; g = json.load(open('$W/$n/timing_nsys.json')); r = g['step_ns_
 print('$n per-round delta ms vs baseline', {p: [round((y - x) / 1e6, 2) for x, y in zip(r['baseline'], v)] for p, v in r.items() if p != 'baseline'})
 print('  delta', g['delta_ns_per_step'], 'shapley', g.get('shapley_ns_per_step'))" || echo "no timing for $n"
 done
+if [ "${AFTER:-}" = 1 ]; then
+  job ${PREFIX}_after 110 CCDIAG_EMU_TOLL_AT=after -- hf_generate --kw arch=$ARCH --mechanisms launch \
+    --rounds 3 --block-steps 6 --warmup 3 --no-record-shapes --ship-steps 6
+fi
 t pack; cat $W/FAILED $W/SKIPPED 2>/dev/null
 find $W -name '*.nsys-rep' -delete
 tar -C $W -czf $OUT/$SET.tar.gz . ; ls -la $OUT
