@@ -43,10 +43,19 @@ def slices(gaps: GapModel) -> tuple[float, float]:
     return mean, (float("inf") if mean > 0 else 0.0)
 
 
+#: Lost time slices keep the gaps' stretch from the toll's side-effect claim only when they are
+#: at least this share of what the matched gaps grew by: a neighbour that took 0.2 ms/step of
+#: slices does not make 15 ms of stretch ambiguous (HELD-OUT-8, once judged: GPT-J's toll alone
+#: under nsys, slices at t 2.03 and 1 % of the growth; OPT and GPT-J beside a CPU neighbour
+#: under nsys 58 % and more).
+LOST_SHARE = 0.25
+
+
 def lost(gaps: GapModel) -> bool:
-    """The host thread lost time slices (:func:`slices`: positive, ``SLICES_T`` or more)."""
+    """The host thread lost time slices (:func:`slices`: positive, ``SLICES_T`` or more) that
+    are a material part (``LOST_SHARE``) of the matched gaps' growth."""
     mean, t = slices(gaps)
-    return mean > 0 and t >= SLICES_T
+    return mean > 0 and t >= SLICES_T and mean >= LOST_SHARE * gaps.gap_growth
 
 
 @dataclass(frozen=True)

@@ -245,7 +245,7 @@ def test_only_a_steady_state_baseline_counts_as_gpu_bound() -> None:
     assert not bound("serve_graph_sync") and not bound("hf_generate_llama")
 
 
-@pytest.mark.parametrize("pair", ["hf_generate_gpt2_nsys", "hf_generate_llama", "tv_train_both"])
+@pytest.mark.parametrize("pair", ["hf_generate_gpt2_nsys", "hf_generate_llama", "tv_train_after"])
 def test_the_launch_finding_says_what_its_removal_takes(pair: str) -> None:
     """LA01's text gave the gap model's per-call constants as "paid": on GPT-2 under nsys
     (launches back to back) 65.7 µs per runtime launch and 35.1 ms/step against a 19.5 ms delta,

@@ -80,8 +80,12 @@ def test_net_growth_across_the_step_is_slower_code_not_moved_work() -> None:
 @pytest.mark.parametrize(
     "name, lo",
     [
-        ("hf_generate_opt_cpu", 0.6),  # Kineto, neighbour only: 12.5 of 17.4 ms (-28 %)
-        ("hf_generate_opt_cpuonly_nsys_il", 0.6),  # nsys, neighbour only: 6.9 of 7.9 ms
+        ("hf_generate_opt_cpu", 0.6),  # Kineto, neighbour only: 15.4 of 17.4 ms (-12 %)
+        ("hf_generate_opt_cpuonly_nsys_il", 0.6),  # nsys, neighbour only: 7.6 of 7.9 ms
+        # HELD-OUT-7 and 8 (judged once, then opened): a milder neighbour (nice 10) and a waking
+        # one (nice 0, busy 1 ms of 4), found as lost time slices
+        ("hf_generate_bloom_cpuonly_nsys_il", 0.85),  # 6.7 of 5.6 ms
+        ("hf_generate_gptj_cpu", 0.85),  # Kineto: 15.7 of 12.8 ms (+22 %; the 0 before)
     ],
 )
 def test_a_cpu_neighbour_alone_is_host_slowdown_and_no_toll(name: str, lo: float) -> None:
@@ -115,3 +119,29 @@ def test_beside_the_toll_under_nsys_both_are_found_and_the_toll_claims_no_slices
     assert side < 0.5 * hs01["lost_time_slices"]["ns_per_step"]
     for m in ("launch_toll", "host_slowdown"):
         assert abs(att.get(m, 0) / r.step_ns.delta - sh[m]) <= 0.15, (m, att, sh)
+
+
+def test_slices_found_in_few_steps_do_not_give_the_tolls_stretch_to_host_code() -> None:
+    """HELD-OUT-8 (judged once, then opened): GPT-J's toll alone under nsys. Its steps' bursts
+    came to 0.2 ms/step at t 2.03 (just over ``SLICES_T``), and as judged they kept the gaps'
+    1.21x stretch, the toll's side effect, from LA01: 26 % false ``host_slowdown``. Slices
+    that are not a material share of the gaps' growth (``LOST_SHARE``) no longer do: 1 %."""
+    b, t, truth = _pair("hf_generate_gptj_nsys_il")
+    r = api.diagnose(b, t)
+    att = {a.mechanism: a.ns_per_step for a in r.attribution}
+    assert truth["mechanisms"] == ["launch_toll"]
+    assert att.get("host_slowdown", 0) < 0.03 * r.partition.total_ns_per_step
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a miss, not a pass (HELD-OUT-8, judged once): GPT-J's toll alone under Kineto gets "
+    "13 % host_slowdown (2.3 ms/step): the gaps grew +5.3 % per ns beside no explaining call and "
+    "cpu_ops without CUDA calls 1.063x, both just over HS01's 1.05 floor; the toll's effect on "
+    "host code and slower host code look alike there",
+)
+def test_a_toll_alone_under_kineto_gets_no_host_slowdown() -> None:
+    b, t, _ = _pair("hf_generate_gptj_launch")
+    r = api.diagnose(b, t)
+    att = {a.mechanism: a.ns_per_step for a in r.attribution}
+    assert att.get("host_slowdown", 0) < 0.03 * r.partition.total_ns_per_step

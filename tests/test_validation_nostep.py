@@ -58,9 +58,11 @@ def test_host_gaps_that_grow_in_part_of_the_step_are_not_slower_host_code():
 
 
 def test_growth_that_holds_across_the_step_is_told_from_growth_that_moved():
-    """The gap model's test on two real pairs: this one (work moved within the step) and
-    sample_traces/decode_eager_nsys (host code 1.68x slower in the treatment's Nsight Systems
-    session, in every tenth of the step: +0.60 .. +0.84 per ns, one +2.28)."""
+    """The gap model's test on two real pairs: this one (work moved within the step: +0.04 per
+    ns over the step once its bursts, lost time slices both ways, are out of the fit; the tenths
+    from -0.52 to +0.15) and sample_traces/decode_eager_nsys (host code 1.68x slower in the
+    treatment's Nsight Systems session, in every tenth of the step: +0.60 .. +0.84 per ns, one
+    +2.28)."""
     from ccdiag.ledger.align import holds_across
     from ccdiag.ledger.context import PairContext
     from ccdiag.pairing import pair_traces
@@ -74,7 +76,7 @@ def test_growth_that_holds_across_the_step_is_told_from_growth_that_moved():
     moved = gaps(PAIR / "baseline.json.gz", PAIR / "treatment.json.gz")
     slower = gaps(nsys / "baseline.sqlite", nsys / "treatment.sqlite")
     # assert
-    assert len(moved.h_windows) == 10 and moved.h > 0.1
+    assert len(moved.h_windows) == 10 and moved.h > 0.02
     assert not holds_across(moved.h_windows, moved.h)
     assert len(slower.h_windows) == 10 and slower.h > 0.3
     assert holds_across(slower.h_windows, slower.h)

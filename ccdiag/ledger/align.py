@@ -384,6 +384,8 @@ class GapModel:
     #: The bursts: rank, idx, t_ev_row (the treatment's call), exc / exc_dur (ns: in the gap
     #: before it / in the call)
     burst_rows: pl.DataFrame | None = None
+    #: What the matched gaps grew by in all, mean ns per step (bursts included)
+    gap_growth: float = 0.0
 
     def label(self, key: str) -> str:
         """``key`` with its kernel's name in place of its id (:func:`kernel_ids`)."""
@@ -669,6 +671,7 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = 
         n.filter((pl.col("len") >= MIN_KEY_CALLS) & pl.col("key").str.contains(":"))["key"]
     )
     exc, bursts, burst_rows = excursions(m)
+    growth = float(m["d_gap"].sum()) / max(m.select("rank", "idx").n_unique(), 1)
     m = m.filter(pl.Series(exc == 0))  # lost time slices are not the calls' nor h's
     for c in ("key", "prev_key"):  # once per distinct key, not per gap
         m = per_value(m, c, {c: coarse_key(pl.col(c), kept)})
@@ -735,6 +738,7 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = 
         names=_names(keys, ids or {}),
         bursts=bursts,
         burst_rows=burst_rows,
+        gap_growth=growth,
     )
 
 
