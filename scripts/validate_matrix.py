@@ -343,7 +343,9 @@ def main() -> None:
                 "session and nsys with 6 interleaved rounds of every phase's range) and judged "
                 "once with the engine that declared it; HELD-OUT-7, captured on 2026-12-04 (the "
                 "same protocol on BLOOM with a milder CPU neighbour) and judged once with the "
-                "engine that declared it. "
+                "engine that declared it; HELD-OUT-8, captured the same day (the same protocol on "
+                "GPT-J with a waking CPU neighbour, nice 0, busy 1 ms of every 4, and a toll spun "
+                "after each launch) and judged once with the engine that declared it. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
