@@ -174,10 +174,10 @@ class LostSlices:
     t: float
     steps: int
     bursting: int  # steps whose net excursion is positive
-    bursts: int  # gaps that grew by a burst
+    bursts: int  # gaps or launch / other calls that grew by a burst
     largest: float
     removal: Removal
-    per: pl.DataFrame  # rank, idx, gap_launch, gap_other (ns)
+    per: pl.DataFrame  # rank, idx, gap_launch, gap_other, launch_api, other_api (ns)
 
     def part(self, control: dict[str, object]) -> Part:
         """This as HS01's claim (medium confidence: the bursts are direct evidence);
@@ -245,7 +245,8 @@ def lost_slices(seq_t: pl.DataFrame, gaps: GapModel, min_ns: float) -> LostSlice
 
 
 def fix_text(lost: bool, ratio: float) -> tuple[str, str]:
-    """HS01's fix and how its recovery was measured (``lost``: time slices were lost)."""
+    """HS01's fix and how its recovery was measured (``lost``: time slices were lost;
+    ``ratio``: the host gaps' growth beyond them, 1 where none was claimed)."""
     text = (
         "Host code runs slower in the treatment: under TDX / SEV-SNP back hot buffers with "
         "transparent huge pages and pre-fault them; pin the CPU governor; re-capture both runs "
@@ -258,8 +259,8 @@ def fix_text(lost: bool, ratio: float) -> tuple[str, str]:
             "thread to an isolated core (taskset, a cpuset cgroup), find the neighbour (perf "
             "sched, top), and in a confidential VM check the vCPUs' steal time. " + text
         )
-        how = (
-            "attributed time: the lost time slices back, and the host code at the baseline's speed"
+        how = "attributed time: the lost time slices back" + (
+            f", and the host code at the baseline's speed ({ratio:.2f}x -> 1x)" if ratio > 1 else ""
         )
     return text, how
 

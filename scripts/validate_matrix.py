@@ -9,6 +9,7 @@
     python scripts/validate_matrix.py --split held-out-6 # the sixth (OPT, a real host slowdown)
     python scripts/validate_matrix.py --split held-out-7 # the seventh (BLOOM, a milder neighbour)
     python scripts/validate_matrix.py --split held-out-8 # the eighth (GPT-J, a waking neighbour)
+    python scripts/validate_matrix.py --split held-out-9 # the ninth (serving, BERT training)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -68,6 +69,7 @@ SPLITS = (
     "HELD-OUT-6",
     "HELD-OUT-7",
     "HELD-OUT-8",
+    "HELD-OUT-9",
 )
 
 

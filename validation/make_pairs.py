@@ -97,6 +97,13 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_gptj_cpu": ("hf_generate_gptj", "only_cpu", "HELD-OUT-8"),
     "hf_generate_gptj_both": ("hf_generate_gptj", "treatment", "HELD-OUT-8"),
     "hf_generate_gptj_after": ("hf_generate_gptj_after", "treatment", "HELD-OUT-8"),
+    # HELD-OUT-9, declared 2026-12-04 before its capture: scripts/device/run_v11_heldout9.sh
+    "serve_eager_nb_launch": ("serve_eager_nb", "only_launch", "HELD-OUT-9"),
+    "serve_eager_nb_cpu": ("serve_eager_nb", "only_cpu", "HELD-OUT-9"),
+    "serve_eager_nb_both": ("serve_eager_nb", "treatment", "HELD-OUT-9"),
+    "hf_bert_train_nb_launch": ("hf_bert_train_nb", "only_launch", "HELD-OUT-9"),
+    "hf_bert_train_nb_cpu": ("hf_bert_train_nb", "only_cpu", "HELD-OUT-9"),
+    "hf_bert_train_nb_both": ("hf_bert_train_nb", "treatment", "HELD-OUT-9"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -123,6 +130,9 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_gptj_nsys_il": ("hf_generate_gptj_launch", "HELD-OUT-8"),
     "hf_generate_gptj_cpu_nsys_il": ("hf_generate_gptj_both", "HELD-OUT-8"),
     "hf_generate_gptj_cpuonly_nsys_il": ("hf_generate_gptj_cpu", "HELD-OUT-8"),
+    # HELD-OUT-9, declared 2026-12-04 before its capture: scripts/device/run_v11_heldout9.sh
+    "serve_eager_nb_nsys_il": ("serve_eager_nb_both", "HELD-OUT-9"),
+    "serve_eager_nb_cpuonly_nsys_il": ("serve_eager_nb_cpu", "HELD-OUT-9"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -134,6 +144,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_bloom_cpuonly_nsys_il": ("hf_generate_bloom_cpu_nsys_il", "only_cpu"),
     "hf_generate_gptj_cpu_nsys_il": ("hf_generate_gptj_cpu_nsys_il", "treatment"),
     "hf_generate_gptj_cpuonly_nsys_il": ("hf_generate_gptj_cpu_nsys_il", "only_cpu"),
+    "serve_eager_nb_nsys_il": ("serve_eager_nb_nsys_il", "treatment"),
+    "serve_eager_nb_cpuonly_nsys_il": ("serve_eager_nb_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

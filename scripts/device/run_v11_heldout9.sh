@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# v11: a ninth held-out set (HELD-OUT-9, validation/SPLIT.md, declared before this capture): the
+# lost-time-slices claim and its LOST_SHARE veto on workloads other than HF generate(): a
+# vLLM-style eager serving loop with async readback (a steady CPU neighbour at nice 5) and HF BERT
+# training with a pinned DataLoader (a neighbour at nice 10), each with the launch toll, the
+# neighbour, and both in one Kineto session (every subset); the serving loop also under nsys with
+# 6 interleaved rounds of every phase's range. One device call; writes $OUT/v11_* (15 MB parts)
+# and a log. Assemble with validation/make_pairs.py --raw DIR --pairs-only.
+source scripts/device/_v3_env.sh
+DEADLINE=${DEADLINE:-540}
+SET=v11
+W=/tmp/${SET}h; rm -rf $W; mkdir -p $W
+exec > >(tee -a "$OUT/log_${SET}.txt") 2>&1
+t start; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nsys_setup
+R="--rounds 3 --block-steps 10 --warmup 5 --no-record-shapes --ship-steps 10"
+SHIP="--ship baseline,treatment,only_launch,only_cpu"
+job serve_eager_nb 120 CCDIAG_EMU_CPU_NICE=5 -- serving --kw mode=eager --kw readback=async \
+  --mechanisms launch,cpu --all-subsets $R $SHIP
+job hf_bert_train_nb 200 CCDIAG_EMU_CPU_NICE=10 -- hf_bert_train --mechanisms launch,cpu \
+  --all-subsets $R $SHIP
+export CCDIAG_EMU_CPU_NICE=5
+KEEP=5 nsys_pair serve_eager_nb_nsys_il 130 serving --kw mode=eager --kw readback=async \
+  --rounds 6 --steps 10 --warmup 3 --mechanisms launch,cpu
+python3 -c "
+import json; g = json.load(open('$W/serve_eager_nb_nsys_il/timing_nsys.json')); r = g['step_ns_median_per_round']
+print('per-round delta ms vs baseline', {p: [round((y - x) / 1e6, 3) for x, y in zip(r['baseline'], v)] for p, v in r.items() if p != 'baseline'})
+print('  delta', g['delta_ns_per_step'], 'shapley', g.get('shapley_ns_per_step'))" || echo "no timing"
+t pack; cat $W/FAILED $W/SKIPPED 2>/dev/null
+find $W -name '*.nsys-rep' -delete
+tar -C $W -czf /tmp/$SET.tgz . && split -b 15M /tmp/$SET.tgz $OUT/${SET}_part_ ; ls -la $OUT
+t done
