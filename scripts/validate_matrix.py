@@ -347,7 +347,10 @@ def main() -> None:
                 "same protocol on BLOOM with a milder CPU neighbour) and judged once with the "
                 "engine that declared it; HELD-OUT-8, captured the same day (the same protocol on "
                 "GPT-J with a waking CPU neighbour, nice 0, busy 1 ms of every 4, and a toll spun "
-                "after each launch) and judged once with the engine that declared it. "
+                "after each launch) and judged once with the engine that declared it; HELD-OUT-9, "
+                "captured the same day (a vLLM-style eager serving loop and HF BERT training, each "
+                "with the toll, a CPU neighbour and both; the serving loop also under nsys) and "
+                "judged once with the engine that declared it. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
