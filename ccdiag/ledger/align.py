@@ -640,7 +640,7 @@ def excursions(m: pl.DataFrame) -> tuple[np.ndarray, tuple[float, ...], pl.DataF
     (the median takes it); the baseline's own bursts come out negative. Calls that wait for
     the GPU (syncs, copies) are left out: their growth can be the GPU's."""
     steps = m.select("rank", "idx").unique().sort("rank", "idx")
-    if m.height == 0 or steps.height < MIN_BURST_STEPS:
+    if m.height == 0 or int(steps.group_by("rank").len()["len"].min()) < MIN_BURST_STEPS:
         return np.zeros(m.height), (), None
     own = pl.col("cls").is_in(["launch", "other"])
 
@@ -663,7 +663,8 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = 
 
     ``h`` from the variation within each (key, prev_key) cell (:func:`_within`); then the
     per-key constants by a robust fit (Huber) of what ``h`` leaves; ``h_mean``: the growth per ns
-    of gap (:func:`_tail`) of the gaps next to no key that explains them."""
+    of gap (:func:`_tail`) of the gaps next to no key that explains them. Gaps that burst
+    (:func:`excursions`: lost time slices) are measured apart and left out of every fit."""
     if m.height < min_gaps:
         return GapModel({}, {}, {}, frozenset(), 0.0, float("inf"), m.height)
     n = m.group_by("key").len()
