@@ -52,7 +52,9 @@ class Workload:
     issued at the start of the step, before the launches; ``work_us``: host work after the
     launches, before the copy and the sync; ``host_ops``: cpu_ops that make no CUDA call after
     each step's sync (view / empty / as_strided, 3 µs each, scaled by ``host_factor``: the
-    host-code control that Kineto traces carry and Nsight traces lack).
+    host-code control that Kineto traces carry and Nsight traces lack). ``lost_us``: a time
+    slice lost in the gap before one launch of each of the first ``lost_steps`` steps (all when
+    None), a different launch in each step (a CPU-bound neighbour preempting the thread).
     """
 
     steps: int = 6
@@ -73,11 +75,15 @@ class Workload:
     copy_first: bool = False
     work_us: float = 0.0
     host_ops: int = 0
+    lost_us: float = 0.0
+    lost_steps: int | None = None
     rows: list[list[Any]] = field(default_factory=list)
 
     def build(self, source: str = "workload") -> Trace:
         t, corr = 100.0, 1
-        for _ in range(self.steps):
+        for step in range(self.steps):
+            lost = self.lost_steps is None or step < self.lost_steps
+            lost_at = (step * 7 + 3) % self.launches if self.lost_us and lost else -1
             t0, gpu_free = t, t
             if self.setup:
                 self.rows.append(["runtime", self.setup["api"], t, self.setup["us"], HOST])
@@ -99,6 +105,7 @@ class Workload:
             for i in range(self.launches):
                 pattern = self.gap_pattern[i % len(self.gap_pattern)] if self.gap_pattern else 1.0
                 t += self.gap_us * pattern * self.host_factor + self.toll_gap_us
+                t += self.lost_us if i == lost_at else 0.0
                 if self.query_api:
                     self.rows.append(["driver", self.query_api, t, 0.1, HOST])
                     t += 0.3

@@ -145,3 +145,45 @@ def test_a_toll_alone_under_kineto_gets_no_host_slowdown() -> None:
     r = api.diagnose(b, t)
     att = {a.mechanism: a.ns_per_step for a in r.attribution}
     assert att.get("host_slowdown", 0) < 0.03 * r.partition.total_ns_per_step
+
+
+def _matched(d_gap: list[list[float]], d_dur: list[list[float]] | None = None) -> "pl.DataFrame":
+    """A matched-call frame of one rank: one row per (step, gap) with d_gap (ns), launch calls."""
+    import polars as pl
+
+    rows = []
+    for idx, gaps in enumerate(d_gap):
+        for k, g in enumerate(gaps):
+            dd = d_dur[idx][k] if d_dur else 0.0
+            rows.append({"rank": 0, "idx": idx, "b_k": k, "t_ev_row": 100 * idx + k,
+                         "d_gap": g, "d_dur": dd, "cls": "launch"})  # fmt: skip
+    return pl.DataFrame(rows)
+
+
+def test_excursions_take_a_tolls_steady_growth_out_and_count_the_baselines_bursts() -> None:
+    from ccdiag.ledger.align import BURST_NS, excursions
+
+    toll = 12_000.0  # every gap, every step: the median takes it
+    lost = [[toll] * 5 for _ in range(6)]
+    lost[1][2] += 2e6  # the treatment lost a 2 ms slice in step 1, gap 2
+    lost[4][0] += 1e6  # and 1 ms in step 4
+    lost[3][4] -= 1.5e6  # the baseline lost one in step 3: negative
+    exc, per_step, rows = excursions(_matched(lost))
+    assert per_step == (0.0, 2e6, 0.0, -1.5e6, 1e6, 0.0)
+    assert rows is not None and rows.height == 3 and int((exc != 0).sum()) == 3
+    # growth below the burst size, or a burst inside a call, and too few steps
+    small = [[toll + (BURST_NS - 1 if i == 2 else 0)] * 3 for i in range(4)]
+    assert excursions(_matched(small))[1] == (0.0,) * 4
+    calls = excursions(_matched([[0.0] * 3] * 4, [[0.0, 5e5, 0.0]] + [[0.0] * 3] * 3))
+    assert calls[1] == (5e5, 0.0, 0.0, 0.0) and calls[0].sum() == 0  # not a gap's burst
+    assert excursions(_matched(lost[:2]))[1] == ()
+
+
+def test_lost_slices_need_steps_that_lose_them_more_than_noise() -> None:
+    import numpy as np
+
+    recurring = _gaps(0.0, 0.0, (), (), tuple(x * 1e6 for x in (3.1, 4.2, 0.0, 3.9, 5.0, 2.8)))
+    once = _gaps(0.0, 0.0, (), (), tuple(x * 1e6 for x in (10.5, 0.0, 0.0, 0.0, 0.6, -0.5)))
+    mean, t = hs.slices(recurring)
+    assert np.isclose(mean, 3.1667e6, rtol=1e-3) and t >= hs.SLICES_T
+    assert hs.slices(once)[1] < hs.SLICES_T
