@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from ccdiag.rules import _host as hs
 
@@ -147,10 +148,8 @@ def test_a_toll_alone_under_kineto_gets_no_host_slowdown() -> None:
     assert att.get("host_slowdown", 0) < 0.03 * r.partition.total_ns_per_step
 
 
-def _matched(d_gap: list[list[float]], d_dur: list[list[float]] | None = None) -> "pl.DataFrame":
+def _matched(d_gap: list[list[float]], d_dur: list[list[float]] | None = None) -> pl.DataFrame:
     """A matched-call frame of one rank: one row per (step, gap) with d_gap (ns), launch calls."""
-    import polars as pl
-
     rows = []
     for idx, gaps in enumerate(d_gap):
         for k, g in enumerate(gaps):
