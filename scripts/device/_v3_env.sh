@@ -57,3 +57,26 @@ nsys_pair() {
   done
   ls -la $W/$name/rep
 }
+# nsys_rounds NAME...: each interleaved nsys pair's per-round step deltas against the baseline's
+# ranges (timing_nsys.json) and its pooled delta and Shapley values, printed for the log.
+nsys_rounds() {
+  local n
+  for n in "$@"; do
+    python3 - "$W/$n/timing_nsys.json" "$n" <<'PY' || echo "no timing for $n"
+import json, sys
+g = json.load(open(sys.argv[1])); r = g["step_ns_median_per_round"]
+d = {p: [round((y - x) / 1e6, 3) for x, y in zip(r["baseline"], v)] for p, v in r.items() if p != "baseline"}
+print(sys.argv[2], "per-round delta ms vs baseline", d)
+print("  delta", g["delta_ns_per_step"], "shapley", g.get("shapley_ns_per_step"))
+PY
+  done
+}
+# pack_out SET: $W without its .nsys-rep files (they embed the environment), as 15 MB parts
+# $OUT/SET_part_* (the device returns files of at most 16 MiB; a 61 MB archive did not come back).
+# Reassemble with: cat SET_part_* | tar -xzf -
+pack_out() {
+  t pack; cat $W/FAILED $W/SKIPPED 2>/dev/null
+  find $W -name '*.nsys-rep' -delete
+  tar -C $W -czf /tmp/$1.tgz . && split -b 15M /tmp/$1.tgz $OUT/$1_part_
+  ls -la $OUT
+}

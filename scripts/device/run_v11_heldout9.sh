@@ -22,11 +22,6 @@ job hf_bert_train_nb 200 CCDIAG_EMU_CPU_NICE=10 -- hf_bert_train --mechanisms la
 export CCDIAG_EMU_CPU_NICE=5
 KEEP=5 nsys_pair serve_eager_nb_nsys_il 130 serving --kw mode=eager --kw readback=async \
   --rounds 6 --steps 10 --warmup 3 --mechanisms launch,cpu
-python3 -c "
-import json; g = json.load(open('$W/serve_eager_nb_nsys_il/timing_nsys.json')); r = g['step_ns_median_per_round']
-print('per-round delta ms vs baseline', {p: [round((y - x) / 1e6, 3) for x, y in zip(r['baseline'], v)] for p, v in r.items() if p != 'baseline'})
-print('  delta', g['delta_ns_per_step'], 'shapley', g.get('shapley_ns_per_step'))" || echo "no timing"
-t pack; cat $W/FAILED $W/SKIPPED 2>/dev/null
-find $W -name '*.nsys-rep' -delete
-tar -C $W -czf /tmp/$SET.tgz . && split -b 15M /tmp/$SET.tgz $OUT/${SET}_part_ ; ls -la $OUT
+nsys_rounds serve_eager_nb_nsys_il
+pack_out $SET
 t done

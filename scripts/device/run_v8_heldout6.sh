@@ -4,7 +4,7 @@
 # slowdown (the CPU neighbour, mechanism cpu) and both; Kineto single session, and nsys with 6
 # interleaved rounds of every phase's range (round 0 in order; only round 0's ranges exported).
 # It judges the side-effect claim (host-gap growth beside tolled launches is LA01's) where it could
-# swallow a genuine host slowdown. One device call. Writes $OUT/$SET.tar.gz + log. Assemble with
+# swallow a genuine host slowdown. One device call. Writes $OUT/${SET}_part_* + log. Assemble with
 # validation/make_pairs.py --raw DIR --pairs-only.
 # Later sets reuse it with other values (run_v9_heldout7.sh, run_v10_heldout8.sh): ARCH (default:
 # opt, else bloom), CCDIAG_EMU_CPU_NICE (default 5), CCDIAG_EMU_CPU_DUTY (the neighbour's BUSY/PERIOD
@@ -26,17 +26,10 @@ job $PREFIX 170 X=1 -- hf_generate --kw arch=$ARCH --mechanisms launch,cpu --rou
 GEN="hf_generate --kw arch=$ARCH --rounds 6 --steps 8 --warmup 3"
 KEEP=3 nsys_pair ${PREFIX}_nsys_il 110 $GEN --mechanisms launch --phases baseline,treatment
 KEEP=5 nsys_pair ${PREFIX}_cpu_nsys_il 150 $GEN --mechanisms launch,cpu
-for n in ${PREFIX}_nsys_il ${PREFIX}_cpu_nsys_il; do
-  python3 -c "
-import json, sys; g = json.load(open('$W/$n/timing_nsys.json')); r = g['step_ns_median_per_round']
-print('$n per-round delta ms vs baseline', {p: [round((y - x) / 1e6, 2) for x, y in zip(r['baseline'], v)] for p, v in r.items() if p != 'baseline'})
-print('  delta', g['delta_ns_per_step'], 'shapley', g.get('shapley_ns_per_step'))" || echo "no timing for $n"
-done
+nsys_rounds ${PREFIX}_nsys_il ${PREFIX}_cpu_nsys_il
 if [ "${AFTER:-}" = 1 ]; then
   job ${PREFIX}_after 110 CCDIAG_EMU_TOLL_AT=after -- hf_generate --kw arch=$ARCH --mechanisms launch \
     --rounds 3 --block-steps 6 --warmup 3 --no-record-shapes --ship-steps 6
 fi
-t pack; cat $W/FAILED $W/SKIPPED 2>/dev/null
-find $W -name '*.nsys-rep' -delete
-tar -C $W -czf $OUT/$SET.tar.gz . ; ls -la $OUT
+pack_out $SET
 t done
