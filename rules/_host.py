@@ -150,10 +150,12 @@ class Part:
 
 
 def growth_evidence(
-    g: GapModel, h: float, z: float, scale: float, control: dict[str, object]
+    g: GapModel, h: float, z: float, scale: float, control: dict[str, object], shape: object
 ) -> dict[str, object]:
-    """HS01's evidence for growth in proportion to the gaps' length."""
+    """HS01's evidence for growth in proportion to the gaps' length (``shape``: the gaps'
+    shift or stretch beside the launches, ``rules/_tolls.shape_evidence``)."""
     return {
+        "gap_shape": shape,
         "ratio": round(1.0 + h, 3),
         "robust_ratio": round(1.0 + g.h, 3),
         "basis": f"{g.n} matched host gaps, growth in proportion to their length (z {z:.1f})",

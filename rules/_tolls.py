@@ -131,6 +131,7 @@ def path_tolls(
     seq_t: pl.DataFrame,
     min_z: float,
     host_ratio: float | None = None,
+    stretch: float | None = None,
 ) -> list[PathToll]:
     """The toll of every launch path with matched calls (parts below ``min_z`` count 0).
 
@@ -140,7 +141,10 @@ def path_tolls(
     that ratio a call's growth is slower host code (the profiler's slow mode, a loaded host),
     not a toll. Without a control (no cpu_ops) nothing is taken off: a scale on every path is
     what real CC shows, and the smallest toll a rule calls one (``min_toll_ns``) keeps small
-    scalings out."""
+    scalings out. ``stretch`` (:func:`stretched`): the gaps beside the launches stretched and
+    did not shift, so no path pays a toll in them; without a cpu_op control it is the control."""
+    if stretch is not None and host_ratio is None:
+        host_ratio = stretch
     steps = max(seq_t.select("rank", "idx").unique().height, 1)
     launches = matched.with_columns(step_part()).filter(pl.col("cls") == "launch")
     fits = {}
@@ -165,7 +169,7 @@ def path_tolls(
         gap, var_gap, across = beside[path]
         gap = gap if held or across is None else min(gap, max(across, 0.0))
         in_call = in_call if _z(in_call, se**2) >= min_z else 0.0
-        gap = gap if _z(gap, var_gap) >= min_z else 0.0
+        gap = gap if _z(gap, var_gap) >= min_z and stretch is None else 0.0
         z = max(_z(in_call, se**2), _z(gap, var_gap)) if in_call or gap else 0.0
         n_t = seq_t.filter(pl.col("path") == path).height
         grown = (scale - 1.0 - common) * mean_b
@@ -204,8 +208,64 @@ def path_tolls_of(ctx: PairContext, min_z: float, host_ratio: float | None) -> l
     whoever asks (LA01, and HS01 to know which gaps sit beside a toll)."""
     key = f"rules._tolls.path_tolls:{min_z}:{host_ratio}"
     if key not in ctx.pair.derived:
-        ctx.pair.derived[key] = path_tolls(ctx.matched, ctx.gap_fit, ctx.seq_t, min_z, host_ratio)
+        args = (ctx.matched, ctx.gap_fit, ctx.seq_t, min_z, host_ratio, stretched(ctx))
+        ctx.pair.derived[key] = path_tolls(*args)
     return ctx.pair.derived[key]  # type: ignore[no-any-return]
+
+
+#: The least scale of the gaps beside the launches (``PairContext.gap_shape``) that says they
+#: stretched: HS01's smallest ratio of host-code time (``rules/_host.MIN_RATIO``).
+MIN_STRETCH = 1.05
+
+
+def stretched(ctx: PairContext) -> float | None:
+    """The gaps' scale when the gaps beside every launch path stretched (each path's least scale,
+    before and after its calls, at least ``MIN_STRETCH``) and none shifted (no path's shift,
+    before or after, reaches the smallest toll, ``MIN_TOLL_NS``): host code that runs slower,
+    not a toll in the gaps. None otherwise, or with no launch path of enough calls. A toll paid
+    beside the calls shifts their gaps whatever else happens (HF ``generate()`` and serving
+    loops with the toll spun before or after each launch: 8.6-18.4 µs, Kineto and nsys); a
+    CPU-bound neighbour stretches them (GPT-J under nsys: x1.53-1.62, shifts -2.4 to -0.2 µs),
+    which the gap model's per-call constants otherwise read as a toll of 9.2 µs per launch."""
+    shape = ctx.gap_shape
+    if shape["shift_ns"] is None or shape["shift_ns"] >= MIN_TOLL_NS:
+        return None
+    return float(shape["scale"]) if shape["scale"] >= MIN_STRETCH else None
+
+
+def shape_evidence(ctx: PairContext) -> dict[str, Any]:
+    """``PairContext.gap_shape`` for the evidence: per launch path the shift and scale of the
+    gaps before and after its calls, and whether they stretched without shifting."""
+    shape = ctx.gap_shape
+
+    def side(fit: dict[str, Any]) -> dict[str, Any]:
+        return {"shift_ns": int(fit["toll_ns"]), "scale": fit["slope"]}
+
+    paths = [
+        {
+            "path": f["path"],
+            "calls": f["calls"],
+            "before": side(f["before"]),
+            "after": side(f["after"]),
+        }
+        for f in shape["paths"]
+    ]
+    return {
+        "stretched": stretched(ctx) is not None, "largest_shift_ns": shape["shift_ns"],
+        "least_scale": shape["scale"], "paths": paths,
+        "basis": "quantile fit t = shift + scale x b of the matched gaps before / after each "
+        "launch path's calls: a toll beside the calls shifts them, slower host code stretches them",
+    }  # fmt: skip
+
+
+def host_control(ctx: PairContext, min_kinds: int) -> float | None:
+    """How much slower host code got, for LA01 and HS01: the cpu_op control (cpu_ops that make
+    no CUDA call, their mean time, treatment / baseline) with ``min_kinds`` kinds or more; else
+    the gaps' stretch (:func:`stretched`); else None (nothing says)."""
+    sd = ctx.slowdown
+    if sd["op_kinds"] >= min_kinds:
+        return float(sd["mean_ratio"])
+    return stretched(ctx)
 
 
 def tolled_gap_share(seq_t: pl.DataFrame, gaps: GapModel, paths: set[str]) -> float:

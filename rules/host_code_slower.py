@@ -8,6 +8,7 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 from ccdiag.rules import _host as hs
+from ccdiag.rules import _tolls as tl
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt, recommendation
 
 from ccdiag.ledger import control as ctl
@@ -120,8 +121,8 @@ class HostCodeSlower(Rule):
             return why + " beyond what their neighbouring calls explain"
         if (moved := hs.moved_not_slower(g, h, o.min_spread)) is not None:
             return moved
-        sd = ctx.slowdown  # cpu_ops that make no CUDA call: says code, not waits or profiler
-        control = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
+        # cpu_ops that make no CUDA call (says code, not waits or profiler), else the gaps' stretch
+        control = tl.host_control(ctx, o.min_control_kinds)
         side, paths = hs.toll_side_effect(ctx, control)
         if side.applies:  # issue 12: only what no call explains; LA01 claims the toll's effect
             return hs.left_to_the_toll(side, paths, h, z)
@@ -131,7 +132,7 @@ class HostCodeSlower(Rule):
         claim = sum(float(per[c].mean() or 0) for c in HOST_CODE)
         if claim < o.min_ns:
             return f"host gaps {1 + h:.2f}x, {duration(claim)}/step at most"
-        ev = hs.growth_evidence(g, h, z, scale, ctx.slowdown)
+        ev = hs.growth_evidence(g, h, z, scale, ctx.slowdown, tl.shape_evidence(ctx))
         summary = f"host gaps no call explains grew {1 + h:.2f}x ({g.n} matched gaps)" + (
             f", calls {1 + scale:.2f}x like the host-code control" if scale > 0 else "")  # fmt: skip
         sure = control is not None and control >= o.min_ratio

@@ -35,7 +35,10 @@ class KernelLaunchToll(Rule):
     library launches itself —, memset/device copy) the paid toll per call is read off the matched
     deltas: inside the call a robust fit ``Δdur = add + slope × baseline dur`` (real CC scales the
     call, H100 + TDX ×2.5; an additive toll is the constant), beside it the gap model's growth of
-    the gaps before and after the path's calls (an LD_PRELOAD emulator). A path fires when its
+    the gaps before and after the path's calls (an LD_PRELOAD emulator). A toll in the gaps
+    shifts them: where every path's gaps stretched and none shifted by ``MIN_TOLL_NS``
+    (``rules/_tolls.stretched``), no path pays one there, and without a cpu_op control the
+    stretch is the host-code control (a CPU-bound neighbour). A path fires when its
     paid cost per call is at least ``min_toll_ns`` and ``min_z`` standard errors; a toll paid on
     some paths only is measured on those paths, not read as a slope. Removal (for the replay):
     the fitted cost out of each treatment launch of a fired path and out of the gaps beside it.
@@ -99,8 +102,8 @@ class KernelLaunchToll(Rule):
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
         o = self.options
-        sd = ctx.slowdown  # the host-code control: cpu_ops that make no CUDA call
-        host = float(sd["mean_ratio"]) if sd["op_kinds"] >= o.min_control_kinds else None
+        # the host-code control: cpu_ops that make no CUDA call, else the gaps' stretch
+        host = tl.host_control(ctx, o.min_control_kinds)
         tolls = tl.path_tolls_of(ctx, o.min_z, host)
         fired = [t for t in tolls if t.paid_ns >= o.min_toll_ns]
         if not fired:
@@ -117,7 +120,7 @@ class KernelLaunchToll(Rule):
         cl = pl.concat([claims(per, "launch_api", "in_call"), claims(per, "gap_launch", "gap")])
         ev, n, graphs = tl.evidence(lb, lt, tolls, fired, ctx.gap_fit)
         side_ev, side_text = tl.side_effect_evidence(side, side_h, per, max(ctx.ledger.height, 1))
-        ev |= side_ev
+        ev |= side_ev | {"gap_shape": tl.shape_evidence(ctx)}
         conf = "high" if n >= 20 and min(t.z for t in fired) >= 5 else "medium"
         # what the removal takes (each part clipped to the call or gap that holds it), not the
         # fitted constants: where launches run back to back a path's before/after constants are

@@ -10,6 +10,7 @@
     python scripts/validate_matrix.py --split held-out-7 # the seventh (BLOOM, a milder neighbour)
     python scripts/validate_matrix.py --split held-out-8 # the eighth (GPT-J, a waking neighbour)
     python scripts/validate_matrix.py --split held-out-9 # the ninth (serving, BERT training)
+    python scripts/validate_matrix.py --split held-out-10 # the tenth (a waking neighbour, nsys)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -70,6 +71,7 @@ SPLITS = (
     "HELD-OUT-7",
     "HELD-OUT-8",
     "HELD-OUT-9",
+    "HELD-OUT-10",
 )
 
 
@@ -350,7 +352,10 @@ def main() -> None:
                 "after each launch) and judged once with the engine that declared it; HELD-OUT-9, "
                 "captured the same day (a vLLM-style eager serving loop and HF BERT training, each "
                 "with the toll, a CPU neighbour and both; the serving loop also under nsys) and "
-                "judged once with the engine that declared it. "
+                "judged once with the engine that declared it; HELD-OUT-10, declared the same day "
+                "before its capture (HF `generate()` on Mistral under Kineto and nsys, HF BERT "
+                "training and the serving loop under nsys, each with the toll, a waking CPU "
+                "neighbour and both). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -48,7 +48,7 @@ class Workload:
     ``setup`` keys: api, us (one setup call per step).
     ``query_api``: a state query (e.g. ``cuKernelGetName``, as Nsight records) right before each
     launch, after the gap; ``gap_pattern``: multipliers cycled over the launches' gaps (host code
-    varies); ``host_factor``: all host gaps scaled (slower host code); ``copy_first``: the copy is
+    varies); ``launch_pattern``: multipliers cycled over the launch calls' durations; ``host_factor``: all host gaps scaled (slower host code); ``copy_first``: the copy is
     issued at the start of the step, before the launches; ``work_us``: host work after the
     launches, before the copy and the sync; ``host_ops``: cpu_ops that make no CUDA call after
     each step's sync (view / empty / as_strided, 3 µs each, scaled by ``host_factor``: the
@@ -71,6 +71,7 @@ class Workload:
     setup: dict[str, Any] | None = None
     query_api: str | None = None
     gap_pattern: list[float] | None = None
+    launch_pattern: list[float] | None = None
     host_factor: float = 1.0
     copy_first: bool = False
     work_us: float = 0.0
@@ -109,14 +110,20 @@ class Workload:
                 if self.query_api:
                     self.rows.append(["driver", self.query_api, t, 0.1, HOST])
                     t += 0.3
-                self.rows.append(
-                    ["runtime", "cudaLaunchKernel", t, self.launch_us, {"correlation": corr}]
+                lp = (
+                    self.launch_pattern[i % len(self.launch_pattern)]
+                    if self.launch_pattern
+                    else 1.0
                 )
-                start = max(t + self.launch_us + 1, gpu_free)
+                launch_us = self.launch_us * lp
+                self.rows.append(
+                    ["runtime", "cudaLaunchKernel", t, launch_us, {"correlation": corr}]
+                )
+                start = max(t + launch_us + 1, gpu_free)
                 self.rows.append(
                     ["kernel", "gemm_kernel", start, self.kernel_us, {"correlation": corr}]
                 )
-                gpu_free, t, corr = start + self.kernel_us, t + self.launch_us, corr + 1
+                gpu_free, t, corr = start + self.kernel_us, t + launch_us, corr + 1
             if self.collective:
                 c = self.collective
                 for _ in range(c["n"]):

@@ -104,6 +104,10 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_bert_train_nb_launch": ("hf_bert_train_nb", "only_launch", "HELD-OUT-9"),
     "hf_bert_train_nb_cpu": ("hf_bert_train_nb", "only_cpu", "HELD-OUT-9"),
     "hf_bert_train_nb_both": ("hf_bert_train_nb", "treatment", "HELD-OUT-9"),
+    # HELD-OUT-10, declared 2026-12-04 before its capture: scripts/device/run_v12_heldout10.sh
+    "hf_generate_mistral_launch": ("hf_generate_mistral", "only_launch", "HELD-OUT-10"),
+    "hf_generate_mistral_cpu": ("hf_generate_mistral", "only_cpu", "HELD-OUT-10"),
+    "hf_generate_mistral_both": ("hf_generate_mistral", "treatment", "HELD-OUT-10"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -133,6 +137,17 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     # HELD-OUT-9, declared 2026-12-04 before its capture: scripts/device/run_v11_heldout9.sh
     "serve_eager_nb_nsys_il": ("serve_eager_nb_both", "HELD-OUT-9"),
     "serve_eager_nb_cpuonly_nsys_il": ("serve_eager_nb_cpu", "HELD-OUT-9"),
+    # HELD-OUT-10, declared 2026-12-04 before its capture: scripts/device/run_v12_heldout10.sh
+    # (the BERT and serving twins were captured beside another neighbour: for the record only)
+    "hf_generate_mistral_nsys_il": ("hf_generate_mistral_launch", "HELD-OUT-10"),
+    "hf_generate_mistral_cpu_nsys_il": ("hf_generate_mistral_both", "HELD-OUT-10"),
+    "hf_generate_mistral_cpuonly_nsys_il": ("hf_generate_mistral_cpu", "HELD-OUT-10"),
+    "hf_bert_train_wake_nsys_il": ("hf_bert_train_nb_both", "HELD-OUT-10"),
+    "hf_bert_train_wake_cpuonly_nsys_il": ("hf_bert_train_nb_cpu", "HELD-OUT-10"),
+    "hf_bert_train_wake_launch_nsys_il": ("hf_bert_train_nb_launch", "HELD-OUT-10"),
+    "serve_eager_wake_nsys_il": ("serve_eager_nb_both", "HELD-OUT-10"),
+    "serve_eager_wake_cpuonly_nsys_il": ("serve_eager_nb_cpu", "HELD-OUT-10"),
+    "serve_eager_wake_launch_nsys_il": ("serve_eager_nb_launch", "HELD-OUT-10"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -146,6 +161,12 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_gptj_cpuonly_nsys_il": ("hf_generate_gptj_cpu_nsys_il", "only_cpu"),
     "serve_eager_nb_nsys_il": ("serve_eager_nb_nsys_il", "treatment"),
     "serve_eager_nb_cpuonly_nsys_il": ("serve_eager_nb_nsys_il", "only_cpu"),
+    "hf_generate_mistral_cpu_nsys_il": ("hf_generate_mistral_cpu_nsys_il", "treatment"),
+    "hf_generate_mistral_cpuonly_nsys_il": ("hf_generate_mistral_cpu_nsys_il", "only_cpu"),
+    "hf_bert_train_wake_cpuonly_nsys_il": ("hf_bert_train_wake_nsys_il", "only_cpu"),
+    "hf_bert_train_wake_launch_nsys_il": ("hf_bert_train_wake_nsys_il", "only_launch"),
+    "serve_eager_wake_cpuonly_nsys_il": ("serve_eager_wake_nsys_il", "only_cpu"),
+    "serve_eager_wake_launch_nsys_il": ("serve_eager_wake_nsys_il", "only_launch"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ccdiag.ledger import align
-from ccdiag.ledger.control import host_slowdown, toll_fit
+from ccdiag.ledger.control import gap_shape, host_slowdown, toll_fit
 from ccdiag.ledger.critical import critical_windows, exposure
 from ccdiag.ledger.critical import ledger as step_ledger
 from ccdiag.ledger.gpu import copy_table, gpu_busy
@@ -209,6 +209,12 @@ class PairContext:
         """How the matched host gaps grew, per neighbouring call and in proportion to their
         length (:func:`ccdiag.ledger.align.gap_model`)."""
         return align.gap_model(self.matched, ids=self.kernel_ids)
+
+    @cached_property
+    def gap_shape(self) -> dict[str, Any]:
+        """Whether the gaps beside the launches shifted or stretched
+        (:func:`ccdiag.ledger.control.gap_shape`)."""
+        return gap_shape(self.matched)
 
     @cached_property
     def matched_gpu(self) -> pl.DataFrame:

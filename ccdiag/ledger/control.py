@@ -125,3 +125,29 @@ def call_scale(matched: pl.DataFrame, host_ratio: float | None) -> float:
             fit = toll_fit(mp["b_dur"], mp["t_dur"])
             rates.append(max(float(fit["slope"]) - 1.0, 0.0))
     return min(min(rates), host_ratio - 1.0) if rates else 0.0
+
+
+def gap_shape(matched: pl.DataFrame) -> dict[str, Any]:
+    """How the host gaps beside the kernel launches changed between the runs, per launch path:
+    a quantile fit ``t = shift + scale × b`` (:func:`toll_fit`, p10..p90) of the gap before the
+    path's matched launches and of the gap after them (launch paths with :data:`CONTROL_CALLS`
+    calls or more). A toll paid beside the calls shifts the gaps (every gap grows by it, the
+    shortest too); host code that runs slower (a CPU-bound neighbour, a slower CPU) stretches
+    them (each grows in proportion to its length, the shortest little). ``shift_ns``: the
+    largest shift of any path on either side; ``scale``: the least scale; ``paths``: their
+    fits; ``shift_ns`` None when no path has enough calls (CUDA-graph steps)."""
+    launches = matched.filter((pl.col("cls") == "launch") & pl.col("path").is_not_null())
+    fits = []
+    for (path,), mp in sorted(launches.group_by("path"), key=lambda g: str(g[0][0])):
+        if mp.height >= CONTROL_CALLS:
+            before = toll_fit(mp["b_gap"], mp["t_gap"])
+            after = toll_fit(mp["b_gap_after"], mp["t_gap_after"])
+            fits.append({"path": path, "calls": mp.height, "before": before, "after": after})
+    if not fits:
+        return {"shift_ns": None, "scale": None, "paths": []}
+    sides = [f[s] for f in fits for s in ("before", "after")]
+    return {
+        "shift_ns": max(int(s["toll_ns"]) for s in sides),
+        "scale": min(float(s["slope"]) for s in sides),
+        "paths": fits,
+    }

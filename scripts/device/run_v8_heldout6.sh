@@ -9,7 +9,8 @@
 # Later sets reuse it with other values (run_v9_heldout7.sh, run_v10_heldout8.sh): ARCH (default:
 # opt, else bloom), CCDIAG_EMU_CPU_NICE (default 5), CCDIAG_EMU_CPU_DUTY (the neighbour's BUSY/PERIOD
 # ms; default always busy), PREFIX (default hf_generate_<arch>), SET (default v8), AFTER=1 (last: a
-# Kineto toll-only pair with the toll spun after each launch, ${PREFIX}_after).
+# Kineto toll-only pair with the toll spun after each launch, ${PREFIX}_after), KBUDGET (the
+# Kineto session's seconds, default 170).
 source scripts/device/_v3_env.sh
 DEADLINE=${DEADLINE:-480}
 SET=${SET:-v8}
@@ -21,7 +22,7 @@ PREFIX=${PREFIX:-hf_generate_$ARCH}
 python3 -c "import transformers, torch; print(transformers.__version__, torch.__version__)"; echo "arch=$ARCH prefix=$PREFIX"
 nsys_setup
 export CCDIAG_EMU_CPU_NICE=${CCDIAG_EMU_CPU_NICE:-5}; echo "cpu neighbour nice $CCDIAG_EMU_CPU_NICE duty ${CCDIAG_EMU_CPU_DUTY:-always}"
-job $PREFIX 170 X=1 -- hf_generate --kw arch=$ARCH --mechanisms launch,cpu --rounds 8 --block-steps 6 \
+job $PREFIX ${KBUDGET:-170} X=1 -- hf_generate --kw arch=$ARCH --mechanisms launch,cpu --rounds 8 --block-steps 6 \
   --warmup 3 --no-record-shapes --ship-steps 6 --ship baseline,treatment,only_launch,only_cpu
 GEN="hf_generate --kw arch=$ARCH --rounds 6 --steps 8 --warmup 3"
 KEEP=3 nsys_pair ${PREFIX}_nsys_il 110 $GEN --mechanisms launch --phases baseline,treatment
