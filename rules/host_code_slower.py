@@ -121,8 +121,7 @@ class HostCodeSlower(Rule):
             return why + " beyond what their neighbouring calls explain"
         if (moved := hs.moved_not_slower(g, h, o.min_spread)) is not None:
             return moved
-        # cpu_ops that make no CUDA call (says code, not waits or profiler), else the gaps' stretch
-        control = tl.host_control(ctx, o.min_control_kinds)
+        control = tl.host_control(ctx, o.min_control_kinds)  # cpu_ops, else the gaps' stretch
         side, paths = hs.toll_side_effect(ctx, control)
         if side.applies:  # issue 12: only what no call explains; LA01 claims the toll's effect
             return hs.left_to_the_toll(side, paths, h, z)
@@ -135,7 +134,8 @@ class HostCodeSlower(Rule):
         ev = hs.growth_evidence(g, h, z, scale, ctx.slowdown, tl.shape_evidence(ctx))
         summary = f"host gaps no call explains grew {1 + h:.2f}x ({g.n} matched gaps)" + (
             f", calls {1 + scale:.2f}x like the host-code control" if scale > 0 else "")  # fmt: skip
-        sure = control is not None and control >= o.min_ratio
+        # sure only by cpu_ops: the gaps' stretch is read off the same gaps, not a control
+        sure = ctx.slowdown["op_kinds"] >= o.min_control_kinds and (control or 0) >= o.min_ratio
         return hs.Part(removal, per, ev, summary, 1.0 + h, sure)
 
     def _from_ops(self, ctx: RuleContext) -> Outcome:

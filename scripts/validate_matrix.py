@@ -11,6 +11,7 @@
     python scripts/validate_matrix.py --split held-out-8 # the eighth (GPT-J, a waking neighbour)
     python scripts/validate_matrix.py --split held-out-9 # the ninth (serving, BERT training)
     python scripts/validate_matrix.py --split held-out-10 # the tenth (a waking neighbour, nsys)
+    python scripts/validate_matrix.py --split held-out-11 # the eleventh (Qwen2, GPT-BigCode)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -72,6 +73,7 @@ SPLITS = (
     "HELD-OUT-8",
     "HELD-OUT-9",
     "HELD-OUT-10",
+    "HELD-OUT-11",
 )
 
 
@@ -355,7 +357,10 @@ def main() -> None:
                 "judged once with the engine that declared it; HELD-OUT-10, declared the same day "
                 "before its capture (HF `generate()` on Mistral under Kineto and nsys, HF BERT "
                 "training and the serving loop under nsys, each with the toll, a waking CPU "
-                "neighbour and both). "
+                "neighbour and both) and judged once with the engine that declared it; "
+                "HELD-OUT-11, declared the same day before its capture (HF `generate()` on Qwen2 "
+                "with the toll, a CPU neighbour and both, Kineto and nsys, and on GPT-BigCode with "
+                "the toll before and after each launch). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

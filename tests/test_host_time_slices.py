@@ -23,7 +23,7 @@ from ccdiag.rules import _host as hs
 from ccdiag.rules import _tolls as tl
 
 from ccdiag import api
-from ccdiag.ledger.align import GapModel
+from ccdiag.ledger.align import GapModel, identified_keys
 from ccdiag.ledger.control import gap_shape
 
 VAL = Path(__file__).resolve().parents[1] / "validation"
@@ -141,14 +141,10 @@ def test_slices_found_in_few_steps_do_not_give_the_tolls_stretch_to_host_code() 
     assert att.get("host_slowdown", 0) < 0.03 * r.partition.total_ns_per_step
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a miss, not a pass (HELD-OUT-8, judged once): GPT-J's toll alone under Kineto gets "
-    "13 % host_slowdown (2.3 ms/step): the gaps grew +5.3 % per ns beside no explaining call and "
-    "cpu_ops without CUDA calls 1.063x, both just over HS01's 1.05 floor; the toll's effect on "
-    "host code and slower host code look alike there",
-)
 def test_a_toll_alone_under_kineto_gets_no_host_slowdown() -> None:
+    """HELD-OUT-8 (judged once): GPT-J's toll alone under Kineto got 13 % host_slowdown (2.3
+    ms/step, a strict xfail until then). With constants only for the kernel keys the gaps
+    identify (``ledger.align.identified_keys``), the toll's constants take that growth: < 3 %."""
     b, t, _ = _pair("hf_generate_gptj_launch")
     r = api.diagnose(b, t)
     att = {a.mechanism: a.ns_per_step for a in r.attribution}
@@ -220,3 +216,50 @@ def test_gap_shape_tells_a_shift_from_a_stretch() -> None:
     assert abs(sb["shift_ns"] - 12_250) < 100 and abs(sb["scale"] - 1.6) < 0.01
     assert sf["shift_ns"] is None
     assert ss["shift_ns"] < tl.MIN_TOLL_NS <= st["shift_ns"]
+
+
+def _seq(keys: list[str], steps: int = 4) -> pl.DataFrame:
+    """Matched gaps of ``steps`` steps that each run the calls ``keys`` in order."""
+    k = keys * steps
+    prev = [("start" if i % len(keys) == 0 else keys[i % len(keys) - 1]) for i in range(len(k))]
+    return pl.DataFrame({"key": k, "prev_key": prev})
+
+
+def test_only_fine_keys_the_gaps_identify_keep_constants_of_their_own() -> None:
+    # arrange: runtime kernel a always between b and c: the gaps (b, a) and (a, c) only see
+    # before[a] + after[b] and before[c] + after[a], so a's before + after trades freely with
+    # its neighbours'; a key seen after two different calls and before two is pinned down
+    chain = _seq(["runtime:b", "runtime:a", "library:c", "runtime:d"])
+    fine = frozenset({"runtime:a", "runtime:b", "library:c", "runtime:d"})
+    mixed = _seq(["runtime:a", "library:c", "runtime:a", "runtime:d", "library:c", "runtime:d"])
+    # act
+    left_chain = identified_keys(chain, fine)
+    left_mixed = identified_keys(mixed, frozenset({"runtime:a", "library:c", "runtime:d"}))
+    # assert: the chain's kernels fall back to their paths; the mixed sequence's are kept
+    assert left_chain < fine
+    assert left_mixed == frozenset({"runtime:a", "library:c", "runtime:d"})
+
+
+@pytest.mark.parametrize(
+    "name, lo, hi",
+    [
+        # HELD-OUT-10 (judged once, then opened): Mistral beside the waking neighbour, where the
+        # toll was lost (0 and 0.1 ms/step of a 14.26 ms/step toll) while unidentified kernel
+        # keys took -178 to -263 us per library launch
+        ("hf_generate_mistral_both", 0.8, 1.3),
+        ("hf_generate_mistral_cpu_nsys_il", 0.8, 1.3),
+        ("hf_generate_mistral_nsys_il", 0.8, 1.3),  # the toll alone: 21.0 ms paid before
+    ],
+)
+def test_the_toll_paid_beside_a_neighbour_is_what_was_injected(
+    name: str, lo: float, hi: float
+) -> None:
+    # act
+    b, t, truth = _pair(name)
+    r = api.diagnose(b, t)
+    toll = next((a for a in r.attribution if a.mechanism == "launch_toll"), None)
+    # assert: the toll is found and what its launches paid is the shim's exact count
+    assert toll is not None
+    paid = float(toll.paid_ns_per_step or 0)
+    injected = float(truth["injected_ns_per_step"]["launch_toll"])
+    assert lo * injected <= paid <= hi * injected, (paid, injected)

@@ -108,6 +108,12 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_mistral_launch": ("hf_generate_mistral", "only_launch", "HELD-OUT-10"),
     "hf_generate_mistral_cpu": ("hf_generate_mistral", "only_cpu", "HELD-OUT-10"),
     "hf_generate_mistral_both": ("hf_generate_mistral", "treatment", "HELD-OUT-10"),
+    # HELD-OUT-11, declared 2026-12-04 before its capture: scripts/device/run_v13_heldout11.sh
+    "hf_generate_qwen2_launch": ("hf_generate_qwen2", "only_launch", "HELD-OUT-11"),
+    "hf_generate_qwen2_cpu": ("hf_generate_qwen2", "only_cpu", "HELD-OUT-11"),
+    "hf_generate_qwen2_both": ("hf_generate_qwen2", "treatment", "HELD-OUT-11"),
+    "hf_generate_bigcode": ("hf_generate_bigcode", "treatment", "HELD-OUT-11"),
+    "hf_generate_bigcode_after": ("hf_generate_bigcode_after", "treatment", "HELD-OUT-11"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -148,6 +154,11 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "serve_eager_wake_nsys_il": ("serve_eager_nb_both", "HELD-OUT-10"),
     "serve_eager_wake_cpuonly_nsys_il": ("serve_eager_nb_cpu", "HELD-OUT-10"),
     "serve_eager_wake_launch_nsys_il": ("serve_eager_nb_launch", "HELD-OUT-10"),
+    # HELD-OUT-11, declared 2026-12-04 before its capture: scripts/device/run_v13_heldout11.sh
+    "hf_generate_qwen2_nsys_il": ("hf_generate_qwen2_launch", "HELD-OUT-11"),
+    "hf_generate_qwen2_cpu_nsys_il": ("hf_generate_qwen2_both", "HELD-OUT-11"),
+    "hf_generate_qwen2_cpuonly_nsys_il": ("hf_generate_qwen2_cpu", "HELD-OUT-11"),
+    "hf_generate_bigcode_nsys_il": ("hf_generate_bigcode", "HELD-OUT-11"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -167,6 +178,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_bert_train_wake_launch_nsys_il": ("hf_bert_train_wake_nsys_il", "only_launch"),
     "serve_eager_wake_cpuonly_nsys_il": ("serve_eager_wake_nsys_il", "only_cpu"),
     "serve_eager_wake_launch_nsys_il": ("serve_eager_wake_nsys_il", "only_launch"),
+    "hf_generate_qwen2_cpu_nsys_il": ("hf_generate_qwen2_cpu_nsys_il", "treatment"),
+    "hf_generate_qwen2_cpuonly_nsys_il": ("hf_generate_qwen2_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

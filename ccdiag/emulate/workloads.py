@@ -378,9 +378,10 @@ _BUSY: Any = None
 class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
-    A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, or the encoder-decoder T5) built
-    from a config (no download); one step is one ``generate()`` call of ``new_tokens`` tokens after
-    a ``prompt``-token prefill (``min_new_tokens`` pins the length), ending with a host sync.
+    A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, or the
+    encoder-decoder T5) built from a config (no download); one step is one ``generate()`` call of
+    ``new_tokens`` tokens after a ``prompt``-token prefill (``min_new_tokens`` pins the length),
+    ending with a host sync.
     """
 
     def __init__(
@@ -478,6 +479,31 @@ class HFGenerate:
                 eos_token_id=2,
             )
             model = transformers.MistralForCausalLM(cfg)
+        elif self.arch == "qwen2":  # Qwen2: biased QKV projections, grouped-query attention
+            cfg = transformers.Qwen2Config(
+                vocab_size=self.vocab,
+                hidden_size=self.d,
+                intermediate_size=4 * self.d,
+                num_hidden_layers=self.layers,
+                num_attention_heads=self.heads,
+                num_key_value_heads=max(self.heads // 2, 1),
+                max_position_embeddings=512,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+            model = transformers.Qwen2ForCausalLM(cfg)
+        elif self.arch == "gpt_bigcode":  # StarCoder: multi-query attention, learned positions
+            cfg = transformers.GPTBigCodeConfig(
+                vocab_size=self.vocab,
+                n_embd=self.d,
+                n_layer=self.layers,
+                n_head=self.heads,
+                n_positions=512,
+                multi_query=True,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+            model = transformers.GPTBigCodeForCausalLM(cfg)
         elif self.arch == "t5":  # encoder-decoder: cross-attention, relative position buckets
             cfg = transformers.T5Config(
                 vocab_size=self.vocab,
