@@ -12,6 +12,7 @@
     python scripts/validate_matrix.py --split held-out-9 # the ninth (serving, BERT training)
     python scripts/validate_matrix.py --split held-out-10 # the tenth (a waking neighbour, nsys)
     python scripts/validate_matrix.py --split held-out-11 # the eleventh (Qwen2, GPT-BigCode)
+    python scripts/validate_matrix.py --split held-out-12 # the twelfth (Phi, Falcon)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
@@ -74,6 +75,7 @@ SPLITS = (
     "HELD-OUT-9",
     "HELD-OUT-10",
     "HELD-OUT-11",
+    "HELD-OUT-12",
 )
 
 
@@ -360,7 +362,11 @@ def main() -> None:
                 "neighbour and both) and judged once with the engine that declared it; "
                 "HELD-OUT-11, declared the same day before its capture (HF `generate()` on Qwen2 "
                 "with the toll, a CPU neighbour and both, Kineto and nsys, and on GPT-BigCode with "
-                "the toll before and after each launch). "
+                "the toll before and after each launch) and judged once with the engine that "
+                "declared it; HELD-OUT-12, declared the same day before its capture (HF "
+                "`generate()` on Phi with the toll, a waking CPU neighbour of a new shape and "
+                "both, Kineto and nsys, and on Falcon with the toll before and after each "
+                "launch), judged once with the same engine. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -114,6 +114,12 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_qwen2_both": ("hf_generate_qwen2", "treatment", "HELD-OUT-11"),
     "hf_generate_bigcode": ("hf_generate_bigcode", "treatment", "HELD-OUT-11"),
     "hf_generate_bigcode_after": ("hf_generate_bigcode_after", "treatment", "HELD-OUT-11"),
+    # HELD-OUT-12, declared 2026-12-04 before its capture: scripts/device/run_v14_heldout12.sh
+    "hf_generate_phi_launch": ("hf_generate_phi", "only_launch", "HELD-OUT-12"),
+    "hf_generate_phi_cpu": ("hf_generate_phi", "only_cpu", "HELD-OUT-12"),
+    "hf_generate_phi_both": ("hf_generate_phi", "treatment", "HELD-OUT-12"),
+    "hf_generate_falcon": ("hf_generate_falcon", "treatment", "HELD-OUT-12"),
+    "hf_generate_falcon_after": ("hf_generate_falcon_after", "treatment", "HELD-OUT-12"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -159,6 +165,11 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_qwen2_cpu_nsys_il": ("hf_generate_qwen2_both", "HELD-OUT-11"),
     "hf_generate_qwen2_cpuonly_nsys_il": ("hf_generate_qwen2_cpu", "HELD-OUT-11"),
     "hf_generate_bigcode_nsys_il": ("hf_generate_bigcode", "HELD-OUT-11"),
+    # HELD-OUT-12, declared 2026-12-04 before its capture: scripts/device/run_v14_heldout12.sh
+    "hf_generate_phi_nsys_il": ("hf_generate_phi_launch", "HELD-OUT-12"),
+    "hf_generate_phi_cpu_nsys_il": ("hf_generate_phi_both", "HELD-OUT-12"),
+    "hf_generate_phi_cpuonly_nsys_il": ("hf_generate_phi_cpu", "HELD-OUT-12"),
+    "hf_generate_falcon_nsys_il": ("hf_generate_falcon", "HELD-OUT-12"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -180,6 +191,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "serve_eager_wake_launch_nsys_il": ("serve_eager_wake_nsys_il", "only_launch"),
     "hf_generate_qwen2_cpu_nsys_il": ("hf_generate_qwen2_cpu_nsys_il", "treatment"),
     "hf_generate_qwen2_cpuonly_nsys_il": ("hf_generate_qwen2_cpu_nsys_il", "only_cpu"),
+    "hf_generate_phi_cpu_nsys_il": ("hf_generate_phi_cpu_nsys_il", "treatment"),
+    "hf_generate_phi_cpuonly_nsys_il": ("hf_generate_phi_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -378,8 +378,8 @@ _BUSY: Any = None
 class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
-    A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, or the
-    encoder-decoder T5) built from a config (no download); one step is one ``generate()`` call of
+    A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, Phi, Falcon,
+    or the encoder-decoder T5) built from a config (no download); one step is one ``generate()`` call of
     ``new_tokens`` tokens after a ``prompt``-token prefill (``min_new_tokens`` pins the length),
     ending with a host sync.
     """
@@ -504,6 +504,34 @@ class HFGenerate:
                 eos_token_id=2,
             )
             model = transformers.GPTBigCodeForCausalLM(cfg)
+        elif self.arch == "phi":  # Phi: partial rotary, attention and MLP in parallel, GELU
+            cfg = transformers.PhiConfig(
+                vocab_size=self.vocab,
+                hidden_size=self.d,
+                intermediate_size=4 * self.d,
+                num_hidden_layers=self.layers,
+                num_attention_heads=self.heads,
+                max_position_embeddings=512,
+                partial_rotary_factor=0.5,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+            model = transformers.PhiForCausalLM(cfg)
+        elif self.arch == "falcon":  # Falcon: multi-query attention, parallel attention / MLP
+            cfg = transformers.FalconConfig(
+                vocab_size=self.vocab,
+                hidden_size=self.d,
+                num_hidden_layers=self.layers,
+                num_attention_heads=self.heads,
+                multi_query=True,
+                parallel_attn=True,
+                new_decoder_architecture=False,
+                alibi=False,
+                bias=False,
+                bos_token_id=1,
+                eos_token_id=2,
+            )
+            model = transformers.FalconForCausalLM(cfg)
         elif self.arch == "t5":  # encoder-decoder: cross-attention, relative position buckets
             cfg = transformers.T5Config(
                 vocab_size=self.vocab,
