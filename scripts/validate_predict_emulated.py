@@ -521,6 +521,13 @@ WHY_MECH = {
         "the truth (10.8 ms, CI 9.8–12.5) is 33 % above the tolls injected (8.17 ms; 8.39 "
         "predicted): as for hf_generate_gpt2, the toll costs this host more than itself"
     ),
+    ("hf_generate_falcon_after", "launch_toll"): (
+        "the truth (38.6 ms, CI 25.0–41.8) is 3.1x the tolls injected (12.30 ms, all "
+        "predicted), in a session whose baseline steps were themselves uneven (the shipped "
+        "ones 63 ms against a 40 ms median); the same toll spun before each launch in the "
+        "same model cost 12.4 ms (hf_generate_falcon), and GPT-BigCode's after the call 8.0 "
+        "for 7.6 injected"
+    ),
     ("tv_eval_nostep", "launch_toll"): (
         "the truth (1.04 ms, CI 0.31–1.59) is below the tolls injected (1.24 ms, all predicted): "
         "part of the toll hides behind the loader's wait for its next batch in this run, while "
