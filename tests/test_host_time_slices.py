@@ -94,6 +94,11 @@ def test_net_growth_across_the_step_is_slower_code_not_moved_work() -> None:
         # toll (25 % launch_toll) until a stretch without a shift was host code (34.2 of 19.6 ms
         # found: the shipped round's delta is 35.0 ms)
         ("hf_generate_gptj_cpuonly_nsys_il", 0.85),
+        # HELD-OUT-12 (judged once, then opened): a waking neighbour of a new shape (nice 0,
+        # busy 2 ms of every 5) beside HF Phi: 16.0 of 17.8 ms (Kineto); under nsys 53.1 ms in
+        # a shipped range that grew 56.3 (the pooled truth 15.8)
+        ("hf_generate_phi_cpu", 0.85),
+        ("hf_generate_phi_cpuonly_nsys_il", 0.85),
     ],
 )
 def test_a_cpu_neighbour_alone_is_host_slowdown_and_no_toll(name: str, lo: float) -> None:
@@ -240,6 +245,15 @@ def test_only_fine_keys_the_gaps_identify_keep_constants_of_their_own() -> None:
     assert left_mixed == frozenset({"runtime:a", "library:c", "runtime:d"})
 
 
+PHI_NSYS = (
+    "a miss, not a pass (HELD-OUT-12, judged once): 24.0 ms/step paid for 10.2 injected; the "
+    "shipped round-0 range grew 32.0 ms (the six rounds' median 15.5): its host gaps stretched "
+    "1.7-1.8x besides shifting 11-12 us, and without a cpu_op control under nsys the stretch "
+    "beside tolled launches is read as the toll's side effect (library launches, untolled, pay "
+    "12 us each in that reading)"
+)
+
+
 @pytest.mark.parametrize(
     "name, lo, hi",
     [
@@ -249,6 +263,21 @@ def test_only_fine_keys_the_gaps_identify_keep_constants_of_their_own() -> None:
         ("hf_generate_mistral_both", 0.8, 1.3),
         ("hf_generate_mistral_cpu_nsys_il", 0.8, 1.3),
         ("hf_generate_mistral_nsys_il", 0.8, 1.3),  # the toll alone: 21.0 ms paid before
+        # HELD-OUT-12 (judged once, then opened): HF Phi beside a waking neighbour (nice 0, 2 ms
+        # of every 5), 13.56 and 15.99 ms/step paid with the engine before identified_keys;
+        # HF Falcon's toll spun after each launch (17.75 before) and under nsys
+        ("hf_generate_phi_both", 0.8, 1.3),
+        ("hf_generate_phi_cpu_nsys_il", 0.8, 1.3),
+        ("hf_generate_phi_launch", 0.8, 1.3),
+        ("hf_generate_falcon", 0.8, 1.3),
+        ("hf_generate_falcon_after", 0.8, 1.3),
+        ("hf_generate_falcon_nsys_il", 0.8, 1.3),
+        pytest.param(
+            "hf_generate_phi_nsys_il",
+            0.8,
+            1.3,
+            marks=pytest.mark.xfail(strict=True, reason=PHI_NSYS),
+        ),
     ],
 )
 def test_the_toll_paid_beside_a_neighbour_is_what_was_injected(
