@@ -98,7 +98,7 @@ class KernelLaunchToll(Rule):
             return (hx.launch_toll_ops_outcome if ctx.op_mode else hx.launch_toll_outcome)(
                 self, ctx
             )
-        lb, lt = (c.filter(pl.col("cls") == "launch") for c in (ctx.calls_b, ctx.calls_t))
+        lb, lt = tl.launch_calls(ctx)
         if lb.height == 0 or lt.height == 0:
             return Outcome.clean("no kernel launches on the main thread")
         o = self.options

@@ -86,6 +86,24 @@ def host_slowdown(ev_b: pl.DataFrame, ev_t: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+def linear_quantiles(s: pl.Series, qs: np.ndarray) -> np.ndarray:
+    """``[s.quantile(q, "linear") for q in qs]``, bit for bit, from one sort: polars' linear
+    interpolation ``lo + (hi - lo) × frac`` at ``(n - 1) × q`` (checked equal on 27,000 random
+    quantiles of integer and float series; numpy's ``np.quantile`` differs in the last bit in a
+    few). A million launches' nine quantiles in 0.1 s, not 1.5 s. ``s``: no nulls; a float series
+    holding NaN takes polars' own path."""
+    if s.dtype.is_float() and bool(s.is_nan().any()):
+        return np.array([s.quantile(q, "linear") for q in qs], dtype=float)
+    v = np.sort(s.to_numpy())
+    out = np.empty(len(qs), dtype=float)
+    for i, q in enumerate(qs):
+        f = (v.size - 1) * float(q)
+        lo, hi = int(np.floor(f)), int(np.ceil(f))
+        a, b = float(v[lo]), float(v[hi])
+        out[i] = a if lo == hi else a + (b - a) * (f - lo)
+    return out
+
+
 def toll_fit(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
     """Fit treatment quantiles = toll + slope x baseline quantiles (p10..p90, least squares).
 
@@ -96,8 +114,7 @@ def toll_fit(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
     if b.len() < 5 or t.len() < 5:
         return {"toll_ns": 0, "slope": 1.0}
     qs = np.linspace(0.1, 0.9, 9)
-    qb = np.array([b.quantile(q, "linear") for q in qs], dtype=float)
-    qt = np.array([t.quantile(q, "linear") for q in qs], dtype=float)
+    qb, qt = linear_quantiles(b, qs), linear_quantiles(t, qs)
     if np.ptp(qb) <= 0:
         return {"toll_ns": int(np.median(qt - qb)), "slope": 1.0}
     slope, toll = np.polyfit(qb, qt, 1)
@@ -118,7 +135,8 @@ def call_scale(matched: pl.DataFrame, host_ratio: float | None) -> float:
     CPU-bound neighbour lengthens the calls as well as the gaps between them)."""
     if not host_ratio or host_ratio <= 1.0:
         return 0.0
-    launches = matched.filter((pl.col("cls") == "launch") & pl.col("path").is_not_null())
+    launches = matched.select("cls", "path", "b_dur", "t_dur")
+    launches = launches.filter((pl.col("cls") == "launch") & pl.col("path").is_not_null())
     rates = []
     for _path, mp in launches.group_by("path"):
         if mp.height >= CONTROL_CALLS:
@@ -151,7 +169,8 @@ def gap_shape(matched: pl.DataFrame) -> dict[str, Any]:
     largest shift of any path on either side; ``scale``: the least scale; ``paths``: their
     fits; ``shift_ns`` None when no path has enough calls (CUDA-graph steps)."""
     cols = ["path", "b_gap", "t_gap", "b_gap_after", "t_gap_after"]
-    launches = matched.filter((pl.col("cls") == "launch") & pl.col("path").is_not_null())
+    launches = matched.select("cls", *cols)
+    launches = launches.filter((pl.col("cls") == "launch") & pl.col("path").is_not_null())
     fits = []
     for (path,), mp in sorted(launches.select(cols).group_by("path"), key=lambda g: str(g[0][0])):
         if mp.height >= CONTROL_CALLS:
