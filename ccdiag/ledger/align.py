@@ -215,6 +215,9 @@ def match_calls(
     if diff.height:
         keys = pl.concat([keys.cast({"rank": pl.Int32, "idx": pl.Int64}), _diff_pairs(diff)])
     keys = keys.cast({"rank": pl.Int32, "idx": pl.Int64, "b_k": pl.Int64, "t_k": pl.Int64})
+    # in the output's order (a call is matched once: (rank, idx, t_k) is unique), so the gathers
+    # below need no sort of the wide frame after them (2.2 s CPU on the 200 MB nsys pair)
+    keys = keys.sort("rank", "idx", "t_k")
     side = {
         p: f.rename({c: f"{p}_{c}" for c in (*SIDE_COLS, "k")}).cast(
             {"rank": pl.Int32, "idx": pl.Int64, f"{p}_k": pl.Int64}
@@ -223,16 +226,17 @@ def match_calls(
     }
     sb = side["b"].drop("cls", "path", "bname", "key", "prev_key")
     gb, gt = _in_step(keys, sb, "b_k"), _in_step(keys, side["t"], "t_k")
-    if gb is not None and gt is not None:  # the joins below, as gathers
+    if gb is not None and gt is not None:  # the joins below, as gathers, in keys' order
         gt = gt.rename({c: f"{c}_right" for c in gt.columns if c in gb.columns})  # as join names
         m = pl.concat([keys, gb, gt], how="horizontal")
     else:
         m = keys.join(sb, on=["rank", "idx", "b_k"]).join(side["t"], on=["rank", "idx", "t_k"])
+        m = m.sort("rank", "idx", "t_k")
     return m.with_columns(
         (pl.col("t_dur") - pl.col("b_dur")).alias("d_dur"),
         (pl.col("t_gap") - pl.col("b_gap")).alias("d_gap"),
         (pl.col("t_gap_after") - pl.col("b_gap_after")).alias("d_gap_after"),
-    ).sort("rank", "idx", "t_k")
+    )
 
 
 def _in_step(keys: pl.DataFrame, f: pl.DataFrame, k: str) -> pl.DataFrame | None:
