@@ -345,6 +345,27 @@ def _warn_meta(b: Trace, t: Trace) -> list[str]:
     return out
 
 
+def _why_unaligned(wb: pl.DataFrame, wt: pl.DataFrame) -> str:
+    """Why no step of the two runs could be aligned, in a line for the user."""
+    if wt.height == 0:
+        return "no steps in the treatment to align with the baseline's"
+    if wb.height == 0:
+        return "no steps in the baseline to align with the treatment's"
+    rb, rt = (sorted(w["rank"].unique().to_list()) for w in (wb, wt))
+    if not set(rb) & set(rt):
+        return (
+            f"no steps to align with the baseline: its steps are on rank {_ranks(rb)}, the "
+            f"treatment's on rank {_ranks(rt)} (each rank is compared with the same rank of the "
+            "other run: give both runs' traces of the same rank)"
+        )
+    return "no steps to align with the baseline once the warm-up steps are left out"
+
+
+def _ranks(ranks: list[int]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:8])
+    return shown + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+
+
 def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None = None) -> Pair:
     """Align two traces step by step and check they are the same workload.
 
@@ -369,7 +390,7 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     t, whole_t = _side(treatment, host_only, op_mode)
     aligned, notes = _align(b.windows, t.windows, opts)
     if aligned.height == 0:
-        raise PairMismatchError(treatment.meta.source, "no steps to align with the baseline")
+        raise PairMismatchError(treatment.meta.source, _why_unaligned(b.windows, t.windows))
     b, t = _keep(b, aligned["b_step"]), _keep(t, aligned["t_step"])
     if host_only:
         _check_op_workload(b, t, aligned, opts)

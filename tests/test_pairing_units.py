@@ -52,3 +52,21 @@ def test_a_real_uvm_pair_with_250x_longer_kernels_is_not_mistaken_for_a_unit_mis
     )
     assert proc.returncode == 0, proc.stderr
     assert "uvm_migration" in proc.stdout
+
+
+HTA_DIFF = REPO / "tests" / "data" / "shared" / "external" / "HolisticTraceAnalysis" / "tests"
+HTA_DIFF = HTA_DIFF / "data" / "trace_diff"
+
+
+def test_two_ranks_traces_are_refused_naming_both_ranks() -> None:
+    """HTA's trace_diff pair: rank 3's trace against rank 1's. The refusal said only "no steps to
+    align with the baseline"; it now says which ranks each side holds and what to give."""
+    # act
+    proc = _analyze(HTA_DIFF / "control" / "control.json.gz", HTA_DIFF / "test" / "test.json.gz")
+    # assert: exit 2, one line naming the file, both ranks and the remedy, no traceback
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert lines[0].startswith("ccdiag: error: test.json.gz: no steps to align")
+    assert "on rank 3, the treatment's on rank 1" in lines[0]
+    assert "same rank" in lines[0]
