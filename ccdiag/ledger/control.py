@@ -145,23 +145,9 @@ def call_scale(matched: pl.DataFrame, host_ratio: float | None) -> float:
     return min(min(rates), host_ratio - 1.0) if rates else 0.0
 
 
-def _quantile_fit(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
-    """:func:`toll_fit` with the nine quantiles of each side from one sort (numpy's linear
-    interpolation, as polars' ``linear``): a path of a million launches in 0.1 s, not 1.6."""
-    b, t = base.drop_nulls().to_numpy(), treat.drop_nulls().to_numpy()
-    if b.size < 5 or t.size < 5:
-        return {"toll_ns": 0, "slope": 1.0}
-    qs = np.linspace(0.1, 0.9, 9)
-    qb, qt = np.quantile(b, qs).astype(float), np.quantile(t, qs).astype(float)
-    if np.ptp(qb) <= 0:
-        return {"toll_ns": int(np.median(qt - qb)), "slope": 1.0}
-    slope, toll = np.polyfit(qb, qt, 1)
-    return {"toll_ns": int(toll), "slope": round(float(slope), 3)}
-
-
 def gap_shape(matched: pl.DataFrame) -> dict[str, Any]:
     """How the host gaps beside the kernel launches changed between the runs, per launch path:
-    a quantile fit ``t = shift + scale × b`` (:func:`_quantile_fit`, p10..p90) of the gap before the
+    a quantile fit ``t = shift + scale × b`` (:func:`toll_fit`, p10..p90) of the gap before the
     path's matched launches and of the gap after them (launch paths with :data:`CONTROL_CALLS`
     calls or more). A toll paid beside the calls shifts the gaps (every gap grows by it, the
     shortest too); host code that runs slower (a CPU-bound neighbour, a slower CPU) stretches
@@ -174,8 +160,8 @@ def gap_shape(matched: pl.DataFrame) -> dict[str, Any]:
     fits = []
     for (path,), mp in sorted(launches.select(cols).group_by("path"), key=lambda g: str(g[0][0])):
         if mp.height >= CONTROL_CALLS:
-            before = _quantile_fit(mp["b_gap"], mp["t_gap"])
-            after = _quantile_fit(mp["b_gap_after"], mp["t_gap_after"])
+            before = toll_fit(mp["b_gap"], mp["t_gap"])
+            after = toll_fit(mp["b_gap_after"], mp["t_gap_after"])
             fits.append({"path": path, "calls": mp.height, "before": before, "after": after})
     if not fits:
         return {"shift_ns": None, "scale": None, "paths": []}
