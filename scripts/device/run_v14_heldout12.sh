@@ -9,26 +9,11 @@
 #   PART=b: HF generate() on Falcon (multi-query attention, parallel attention / MLP): the toll
 #           spun before each launch and after it (Kineto), and before it under nsys (6 rounds).
 # Two device calls (PART=a, then PART=b). Writes $OUT/v14{a,b}_part_* + logs. Assemble with
-# validation/make_pairs.py --raw DIR --pairs-only.
+# validation/make_pairs.py --raw DIR --pairs-only. PART=b is run_v13_heldout11.sh's PART=b on
+# Falcon.
 PART=${PART:-a}
 if [ "$PART" = a ]; then
   ARCH=phi CCDIAG_EMU_CPU_NICE=0 CCDIAG_EMU_CPU_DUTY=2/5 SET=v14a KBUDGET=210 DEADLINE=540 \
     exec bash scripts/device/run_v8_heldout6.sh
 fi
-source scripts/device/_v3_env.sh
-DEADLINE=${DEADLINE:-540}
-SET=v14b
-W=/tmp/${SET}h; rm -rf $W; mkdir -p $W
-exec > >(tee -a "$OUT/log_${SET}.txt") 2>&1
-t start; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-nsys_setup
-GEN="hf_generate --kw arch=falcon --mechanisms launch"
-job hf_generate_falcon 130 X=1 -- $GEN --rounds 3 --block-steps 6 --warmup 3 --no-record-shapes \
-  --ship-steps 6
-job hf_generate_falcon_after 130 CCDIAG_EMU_TOLL_AT=after -- $GEN --rounds 3 --block-steps 6 \
-  --warmup 3 --no-record-shapes --ship-steps 6
-KEEP=3 nsys_pair hf_generate_falcon_nsys_il 130 $GEN --rounds 6 --steps 8 --warmup 3 \
-  --phases baseline,treatment
-nsys_rounds hf_generate_falcon_nsys_il
-pack_out $SET
-t done
+ARCH=falcon PREFIX=hf_generate_falcon SET=v14b exec bash scripts/device/run_v13_heldout11.sh
