@@ -150,7 +150,7 @@ def path_tolls(
     cols = ["rank", "idx", "t_k", "cls", "path", "key", "b_dur", "t_dur", "d_dur", "d_gap"]
     launches = matched.select(*cols, "d_gap_after").with_columns(step_part())
     launches = launches.filter(pl.col("cls") == "launch")
-    calls_t = dict(seq_t.group_by("path").len().iter_rows())
+    calls_on = dict(seq_t.group_by("path").len().iter_rows())  # treatment calls per path
     fits = {}
     for path in sorted(launches["path"].drop_nulls().unique().to_list()):
         mp = launches.filter(pl.col("path") == path)
@@ -175,7 +175,7 @@ def path_tolls(
         in_call = in_call if _z(in_call, se**2) >= min_z else 0.0
         gap = gap if _z(gap, var_gap) >= min_z and stretch is None else 0.0
         z = max(_z(in_call, se**2), _z(gap, var_gap)) if in_call or gap else 0.0
-        n_t = calls_t.get(path, 0)
+        n_t = calls_on.get(path, 0)
         grown = (scale - 1.0 - common) * mean_b
         share = float(np.clip(grown / in_call, 0.0, 1.0)) if in_call > 0 else 0.0
         out.append(
