@@ -322,7 +322,7 @@ def host_removal(
             (pl.col("_ddur0") - pl.col("_less_dur")).alias("_ddur"),
         )
         known = pl.col("_grew").is_not_null()
-        r = r.with_columns(within_growth(pl.col("_part"), pl.col("_grew"), known).alias("_part"))
+        r = within_growth(r, pl.col("_part"), pl.col("_grew"), known, "_part")
     in_call = (
         pl.col("dur").cast(pl.Float64) * 0.0
     )  # a column: polars 1.41 does not broadcast clip(lit)

@@ -53,14 +53,24 @@ class Removal:
         return float(c or 0) + float(self.gpu["dur_ns"].sum() or 0)
 
 
-def within_growth(part: pl.Expr, room: pl.Expr, known: pl.Expr) -> pl.Expr:
-    """``part`` (ns to take off each call's gap), scaled per aligned step (rank, idx) so that
-    its rows with a matched gap (``known``) take at most ``room`` summed over those rows (what
-    the step's matched gaps grew by, less what other parts take): a per-gap cap would bias
-    noisy gaps low (contention lengthens some gaps and shortens others). Rows without a match
-    keep their ``part``."""
+def within_growth(
+    df: pl.DataFrame, part: pl.Expr, room: pl.Expr, known: pl.Expr, out: str
+) -> pl.DataFrame:
+    """``df`` with ``out``: ``part`` (ns to take off each call's gap), scaled per aligned step
+    (rank, idx) so that its rows with a matched gap (``known``) take at most ``room`` summed
+    over those rows (what the step's matched gaps grew by, less what other parts take): a
+    per-gap cap would bias noisy gaps low (contention lengthens some gaps and shortens others).
+    Rows without a match keep their ``part``. The step's sums come from one group-by joined
+    back, not two window expressions (half the time on a million calls)."""
     cell = ["rank", "idx"]
-    est = part.filter(known).sum().over(cell)
-    total = room.filter(known).sum().over(cell).clip(lower_bound=0)
+    sums = df.group_by(cell).agg(
+        part.filter(known).sum().alias("_wg_est"),
+        room.filter(known).sum().clip(lower_bound=0).alias("_wg_total"),
+    )
+    est, total = pl.col("_wg_est"), pl.col("_wg_total")
     f = pl.when(est > total).then(total / est).otherwise(1.0).fill_nan(1.0).fill_null(1.0)
-    return pl.when(known).then(part * f).otherwise(part)
+    return (
+        df.join(sums, on=cell, how="left", maintain_order="left")
+        .with_columns(pl.when(known).then(part * f).otherwise(part).alias(out))
+        .drop("_wg_est", "_wg_total")
+    )

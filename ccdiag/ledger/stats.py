@@ -44,33 +44,41 @@ def quantile_shift(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
 
 def bootstrap_median_ci(x: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[int, int]:
     """95 % bootstrap CI of the median of ``x`` (vectorized resampling, medians in blocks of
-    resamples)."""
+    resamples: :func:`_row_medians`)."""
     if x.size == 0:
         return (0, 0)
     if x.size == 1:
         return (int(x[0]), int(x[0]))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, x.size, size=(n_boot, x.size))
-    med = np.concatenate([_row_medians(x[idx[i : i + 256]]) for i in range(0, n_boot, 256)])
+    exact = x.dtype.kind in "iu" or (x.dtype in (np.float32, np.float64) and not np.isnan(x).any())
+    if exact:  # resample the ranks (int16 for up to 32,767 values), read the values back
+        order = np.argsort(x, kind="stable")
+        rank = np.empty(x.size, np.int16 if x.size < 2**15 else np.int64)
+        rank[order] = np.arange(x.size)
+        xs = x[order]
+        blocks = [_row_medians(rank[idx[i : i + 256]], xs) for i in range(0, n_boot, 256)]
+    else:
+        blocks = [np.median(x[idx[i : i + 256]], axis=1) for i in range(0, n_boot, 256)]
+    med = np.concatenate(blocks)
     return (int(np.percentile(med, 2.5)), int(np.percentile(med, 97.5)))
 
 
-def _row_medians(v: np.ndarray) -> np.ndarray:
-    """``np.median(v, axis=1)``, bit for bit, at a fraction of its cost (2,000 resamples of 7,408
-    steps: 0.08 s, not 0.5 s): one partition in place at the middle (the lower middle of an
-    even count is the maximum below it), the same mean of the middle values. ``v`` is scratch
-    (a block of resamples)."""
-    n = v.shape[1]
-    exact = v.dtype.kind in "iu" or v.dtype in (np.float32, np.float64)
-    if not exact or (v.dtype.kind == "f" and np.isnan(v).any()):
-        return np.asarray(np.median(v, axis=1))
-    mean_dtype = np.float64 if v.dtype.kind in "iu" else v.dtype  # as np.mean's
+def _row_medians(r: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """``np.median(xs[r], axis=1)``, bit for bit, for ``xs`` sorted (ints, or floats without
+    NaN) and ``r`` a block of resamples of its ranks (scratch), at a fraction of the cost
+    (2,000 resamples of 7,408 steps: 0.19 s, not 0.34 s with values or 0.5 s with np.median):
+    one partition in place of the small ranks at the middle (the lower middle of an even
+    count is the maximum below it); the k-th smallest rank is the k-th smallest value, as
+    ``xs`` is sorted; then the same mean of the middle values as np.median's."""
+    n = r.shape[1]
+    mean_dtype = np.float64 if xs.dtype.kind in "iu" else xs.dtype  # as np.mean's
     k = n // 2
-    v.partition(k, axis=1)
-    hi = v[:, k].astype(mean_dtype)
+    r.partition(k, axis=1)
+    hi = xs[r[:, k]].astype(mean_dtype)
     if n % 2:
         return hi
-    return (v[:, :k].max(axis=1).astype(mean_dtype) + hi) / 2
+    return (xs[r[:, :k].max(axis=1)].astype(mean_dtype) + hi) / 2
 
 
 def aligned_delta(
