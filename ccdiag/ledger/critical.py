@@ -30,12 +30,26 @@ def gpu_runs(gpu: pl.DataFrame, by: list[str], tol: int = RUN_GAP_NS) -> pl.Data
         *by, "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("e"), launch.alias("le")
     )
     g = g.sort(*by, "start_ns", maintain_order=True)  # stable: see ledger.gpu.union_ns
-    prev = pl.col("e").cum_max().shift(1).over(by)
+    top = pl.col("e").cum_max().over(by)
+    prev = top.shift(1).over(by)
     queued = pl.col("le").is_not_null() & (pl.col("le") <= prev + 1000)
     new = ~(queued | (pl.col("start_ns") <= prev + tol)).fill_null(False)
-    g = g.with_columns(new.cum_sum().over(by).alias("run"))
-    runs = g.group_by(*by, "run").agg(
-        pl.col("start_ns").min().alias("g0"), pl.col("e").max().alias("g1")
+    g = g.with_columns(new.cum_sum().over(by).alias("run"), top.alias("_top"))
+    # a run's rows are contiguous: its first row's start, and the latest end so far at its last
+    # row (a run starts after every earlier end, so that is the run's own latest end), without
+    # a group-by over a million runs
+    keys, i = [*by, "run"], pl.int_range(pl.len())
+    # (a null device or stream is a key like any other, as in a group-by)
+    first = pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys) | (i == 0)
+    last = pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift(-1)) for k in keys) | (
+        i == pl.len() - 1
+    )
+    runs = pl.concat(
+        [
+            g.filter(first).select(*keys, pl.col("start_ns").alias("g0")),
+            g.filter(last).select(pl.col("_top").alias("g1")),
+        ],
+        how="horizontal",
     )
     return runs.sort("g0")
 
