@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ccdiag.errors import InputError
+from ccdiag.units import listed
 
 #: Progress callback: ``progress(task, done, total)`` (see ccdiag.progress).
 ProgressFn = Callable[..., None]
@@ -344,7 +345,7 @@ def _match_ranks(
         raise InputError(
             t_src,
             f"the baseline has {len(b)} rank file(s) and the treatment {len(t)}: the ranks must "
-            f"match ({_names(b)} vs {_names(t)})"
+            f"match ({listed([p.name for _, p in b])} vs {listed([p.name for _, p in t])})"
             + (f"; not read as traces: {', '.join(ignored[:3])}" if ignored else ""),
         )
     if all(r is not None for r, _ in b) and all(r is not None for r, _ in t):
@@ -378,11 +379,6 @@ def _not_traces(folder: Path, found: list[tuple[int | None, Path]]) -> list[Path
         and p not in seen
         and not p.name.startswith(".")
     ]
-
-
-def _names(files: list[tuple[int | None, Path]]) -> str:
-    shown = [p.name for _, p in files[:3]]
-    return ", ".join(shown) + (", ..." if len(files) > 3 else "")
 
 
 def plan_tasks(

@@ -35,6 +35,7 @@ from ccdiag.ledger import host as hc
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Trace
+from ccdiag.units import listed
 from ccdiag.verdict import Spread, StepTimes
 
 WHOLE_TRACE = "whole trace"
@@ -354,16 +355,11 @@ def _why_unaligned(wb: pl.DataFrame, wt: pl.DataFrame) -> str:
     rb, rt = (sorted(w["rank"].unique().to_list()) for w in (wb, wt))
     if not set(rb) & set(rt):
         return (
-            f"no steps to align with the baseline: its steps are on rank {_ranks(rb)}, the "
-            f"treatment's on rank {_ranks(rt)} (each rank is compared with the same rank of the "
+            f"no steps to align with the baseline: its steps are on rank {listed(rb, 8)}, the "
+            f"treatment's on rank {listed(rt, 8)} (each rank is compared with the same rank of the "
             "other run: give both runs' traces of the same rank)"
         )
     return "no steps to align with the baseline once the warm-up steps are left out"
-
-
-def _ranks(ranks: list[int]) -> str:
-    shown = ", ".join(str(r) for r in ranks[:8])
-    return shown + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
 
 def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None = None) -> Pair:

@@ -55,6 +55,7 @@ import polars as pl
 from ccdiag.errors import InputError
 from ccdiag.frame import align_chunks, like_chunks
 from ccdiag.schema import STEP_COLUMNS, Trace
+from ccdiag.units import listed
 
 PROFILER_STEP = "ProfilerStep"
 WHOLE_TRACE = "whole trace"
@@ -219,13 +220,12 @@ def _detect(ann: pl.DataFrame) -> tuple[str | None, str, pl.DataFrame, str]:
     skipped = ann.filter(is_framework(pl.col("name")))["name"].unique().sort().to_list()
     why = f"the top-level user annotation covering the most time ({n} instances)"
     if skipped:
-        why += "; framework record_functions are never steps (" + _names(skipped) + ")"
+        why += (
+            "; framework record_functions are never steps ("
+            + listed([repr(n[:60]) for n in skipped])
+            + ")"
+        )
     return name, "repeating annotation", top.filter(pl.col("name") == name), why
-
-
-def _names(names: list[str], k: int = 3) -> str:
-    shown = ", ".join(repr(n[:60]) for n in names[:k])
-    return shown + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
 def _top_level(ann: pl.DataFrame) -> pl.DataFrame:

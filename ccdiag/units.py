@@ -1,4 +1,4 @@
-"""ccdiag's one unit formatter: durations, sizes, bandwidths, shares, plain numbers.
+"""ccdiag's one unit formatter: durations, sizes, bandwidths, shares, plain numbers, lists.
 
 Every surface uses it: the reports (``ccdiag.report``, which re-exports it as
 ``ccdiag.report.units``), the dashboard (``ccdiag.app.units``) and the text the CLI prints.
@@ -9,6 +9,7 @@ inputs are byte-identical.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def duration(ns: float | None, *, signed: bool = False) -> str:
@@ -88,3 +89,10 @@ def quantity(key: str, v: object) -> str:
     if k == "ratio" or k.endswith("_ratio"):  # treatment / baseline
         return f"{v:.2f}x"
     return number(v)
+
+
+def listed(items: Sequence[object], k: int = 3) -> str:
+    """The first ``k`` items, comma-separated, and how many more: ``a, b, c and 5 more``
+    (long lists in one-line messages: ranks, step names, file names)."""
+    shown = ", ".join(str(i) for i in items[:k])
+    return shown + (f" and {len(items) - k} more" if len(items) > k else "")
