@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -375,6 +376,63 @@ def _busy_ns(ns: int) -> None:
 _BUSY: Any = None
 
 
+_IDS = {"bos_token_id": 1, "eos_token_id": 2}
+
+
+#: Each ``HFGenerate`` architecture: its ``transformers`` config and model classes and the
+#: config's fields from the model's width, layers, heads and vocabulary (``d, n, h, v``). An
+#: unknown arch is the Llama.
+HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any]]]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=h, max_position_embeddings=512)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", lambda d, n, h, v: dict(
+        vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, **_IDS)),
+    # Pythia-style: parallel residual, partial rotary, fused QKV
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, max_position_embeddings=512, rotary_pct=0.25,
+        use_parallel_residual=True, **_IDS)),
+    # OPT: learned positions (offset 2), ReLU FFN, pre-LayerNorm
+    "opt": ("OPTConfig", "OPTForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, word_embed_proj_dim=d, ffn_dim=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, max_position_embeddings=512, pad_token_id=0, **_IDS)),
+    # BLOOM: ALiBi attention biases, fused QKV, embedding LayerNorm
+    "bloom": ("BloomConfig", "BloomForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, n_layer=n, n_head=h, **_IDS, pad_token_id=0)),
+    # GPT-J: partial rotary, attention and MLP in parallel
+    "gptj": ("GPTJConfig", "GPTJForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, rotary_dim=d // h // 2,
+        **_IDS)),
+    # Mistral: grouped-query attention, sliding window, SiLU FFN
+    "mistral": ("MistralConfig", "MistralForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
+        sliding_window=64, **_IDS)),
+    # Qwen2: biased QKV projections, grouped-query attention
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
+        **_IDS)),
+    # StarCoder: multi-query attention, learned positions
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, multi_query=True, **_IDS)),
+    # Phi: partial rotary, attention and MLP in parallel, GELU
+    "phi": ("PhiConfig", "PhiForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, max_position_embeddings=512, partial_rotary_factor=0.5, **_IDS)),
+    # Falcon: multi-query attention, parallel attention / MLP
+    "falcon": ("FalconConfig", "FalconForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, num_hidden_layers=n, num_attention_heads=h,
+        multi_query=True, parallel_attn=True, new_decoder_architecture=False, alibi=False,
+        bias=False, **_IDS)),
+    # encoder-decoder: cross-attention, relative position buckets
+    "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
+        vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
+        num_heads=h, pad_token_id=0, eos_token_id=2, decoder_start_token_id=0)),
+}  # fmt: skip
+
+
 class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
@@ -403,160 +461,9 @@ class HFGenerate:
         import transformers
 
         torch.manual_seed(0)
-        if self.arch == "gpt2":
-            cfg = transformers.GPT2Config(
-                vocab_size=self.vocab,
-                n_embd=self.d,
-                n_layer=self.layers,
-                n_head=self.heads,
-                n_positions=512,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.GPT2LMHeadModel(cfg)
-        elif self.arch == "gpt_neox":  # Pythia-style: parallel residual, partial rotary, fused QKV
-            cfg = transformers.GPTNeoXConfig(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                intermediate_size=4 * self.d,
-                num_hidden_layers=self.layers,
-                num_attention_heads=self.heads,
-                max_position_embeddings=512,
-                rotary_pct=0.25,
-                use_parallel_residual=True,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.GPTNeoXForCausalLM(cfg)
-        elif self.arch == "opt":  # OPT: learned positions (offset 2), ReLU FFN, pre-LayerNorm
-            cfg = transformers.OPTConfig(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                word_embed_proj_dim=self.d,
-                ffn_dim=4 * self.d,
-                num_hidden_layers=self.layers,
-                num_attention_heads=self.heads,
-                max_position_embeddings=512,
-                pad_token_id=0,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.OPTForCausalLM(cfg)
-        elif self.arch == "bloom":  # BLOOM: ALiBi attention biases, fused QKV, embedding LayerNorm
-            cfg = transformers.BloomConfig(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                n_layer=self.layers,
-                n_head=self.heads,
-                bos_token_id=1,
-                eos_token_id=2,
-                pad_token_id=0,
-            )
-            model = transformers.BloomForCausalLM(cfg)
-        elif self.arch == "gptj":  # GPT-J: partial rotary, attention and MLP in parallel
-            cfg = transformers.GPTJConfig(
-                vocab_size=self.vocab,
-                n_embd=self.d,
-                n_layer=self.layers,
-                n_head=self.heads,
-                n_positions=512,
-                rotary_dim=self.d // self.heads // 2,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.GPTJForCausalLM(cfg)
-        elif self.arch == "mistral":  # Mistral: grouped-query attention, sliding window, SiLU FFN
-            cfg = transformers.MistralConfig(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                intermediate_size=4 * self.d,
-                num_hidden_layers=self.layers,
-                num_attention_heads=self.heads,
-                num_key_value_heads=max(self.heads // 2, 1),
-                max_position_embeddings=512,
-                sliding_window=64,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.MistralForCausalLM(cfg)
-        elif self.arch == "qwen2":  # Qwen2: biased QKV projections, grouped-query attention
-            cfg = transformers.Qwen2Config(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                intermediate_size=4 * self.d,
-                num_hidden_layers=self.layers,
-                num_attention_heads=self.heads,
-                num_key_value_heads=max(self.heads // 2, 1),
-                max_position_embeddings=512,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.Qwen2ForCausalLM(cfg)
-        elif self.arch == "gpt_bigcode":  # StarCoder: multi-query attention, learned positions
-            cfg = transformers.GPTBigCodeConfig(
-                vocab_size=self.vocab,
-                n_embd=self.d,
-                n_layer=self.layers,
-                n_head=self.heads,
-                n_positions=512,
-                multi_query=True,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.GPTBigCodeForCausalLM(cfg)
-        elif self.arch == "phi":  # Phi: partial rotary, attention and MLP in parallel, GELU
-            cfg = transformers.PhiConfig(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                intermediate_size=4 * self.d,
-                num_hidden_layers=self.layers,
-                num_attention_heads=self.heads,
-                max_position_embeddings=512,
-                partial_rotary_factor=0.5,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.PhiForCausalLM(cfg)
-        elif self.arch == "falcon":  # Falcon: multi-query attention, parallel attention / MLP
-            cfg = transformers.FalconConfig(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                num_hidden_layers=self.layers,
-                num_attention_heads=self.heads,
-                multi_query=True,
-                parallel_attn=True,
-                new_decoder_architecture=False,
-                alibi=False,
-                bias=False,
-                bos_token_id=1,
-                eos_token_id=2,
-            )
-            model = transformers.FalconForCausalLM(cfg)
-        elif self.arch == "t5":  # encoder-decoder: cross-attention, relative position buckets
-            cfg = transformers.T5Config(
-                vocab_size=self.vocab,
-                d_model=self.d,
-                d_kv=self.d // self.heads,
-                d_ff=4 * self.d,
-                num_layers=self.layers,
-                num_decoder_layers=self.layers,
-                num_heads=self.heads,
-                pad_token_id=0,
-                eos_token_id=2,
-                decoder_start_token_id=0,
-            )
-            model = transformers.T5ForConditionalGeneration(cfg)
-        else:
-            cfg = transformers.LlamaConfig(
-                vocab_size=self.vocab,
-                hidden_size=self.d,
-                intermediate_size=4 * self.d,
-                num_hidden_layers=self.layers,
-                num_attention_heads=self.heads,
-                num_key_value_heads=self.heads,
-                max_position_embeddings=512,
-            )
-            model = transformers.LlamaForCausalLM(cfg)
+        config, model_cls, fields = HF_ARCHS.get(self.arch, HF_ARCHS["llama"])
+        cfg = getattr(transformers, config)(**fields(self.d, self.layers, self.heads, self.vocab))
+        model = getattr(transformers, model_cls)(cfg)
         self.model = model.to(dev).eval()
         g = torch.Generator().manual_seed(0)
         self.ids = torch.randint(3, self.vocab, (self.batch, self.prompt), generator=g).to(dev)
