@@ -216,8 +216,10 @@ def host_calls(
     if pc is None:
         gpu = gpu.unique(["pid", "correlation"], keep="first")
         rows = rows.join(gpu, on=["pid", "correlation"], how="left")
-    else:  # the same first row per (pid, correlation), one integer key
-        gpu = gpu.with_columns(pc).unique("_pc", keep="first").drop("pid", "correlation")
+    else:  # the same first row per (pid, correlation), one integer key (a filter, not a unique
+        # over every column)
+        gpu = gpu.with_columns(pc).filter(pl.col("_pc").is_first_distinct())
+        gpu = gpu.drop("pid", "correlation")
         rows = rows.with_columns(pc).join(gpu, on="_pc", how="left").drop("_pc")
     # an async device-to-device copy is a command submission like a memset (CC neither stages
     # nor encrypts it): ledger class launch, not copy
