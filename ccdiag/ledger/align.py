@@ -33,6 +33,7 @@ from ccdiag.ledger.vocab import (
     base_name,
     is_host_copy,
     per_value,
+    sort_once,
     with_launch_path,
 )
 
@@ -80,7 +81,7 @@ def _prepare(
     a = aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
     # the columns read here only, before the join and the sort (a million calls carry ~40)
     c = calls.select(k for k in PREPARE_COLS if k in calls.columns)
-    c = c.join(a, on=["rank", "step"], how="inner").sort("rank", "idx", "start_ns")
+    c = sort_once(c.join(a, on=["rank", "step"], how="inner"), "rank", "idx", "start_ns")
     nxt = _in_step_shift(pl.col("gap_ns"), -1)
     tail = (pl.col("w_end") - pl.col("end_ns")).clip(lower_bound=0)
 
@@ -223,7 +224,7 @@ def match_calls(
     keys = keys.cast({"rank": pl.Int32, "idx": pl.Int64, "b_k": pl.Int64, "t_k": pl.Int64})
     # in the output's order (a call is matched once: (rank, idx, t_k) is unique), so the gathers
     # below need no sort of the wide frame after them (2.2 s CPU on the 200 MB nsys pair)
-    keys = keys.sort("rank", "idx", "t_k")
+    keys = sort_once(keys, "rank", "idx", "t_k")
     side = {
         p: f.rename({c: f"{p}_{c}" for c in (*SIDE_COLS, "k")}).cast(
             {"rank": pl.Int32, "idx": pl.Int64, f"{p}_k": pl.Int64}

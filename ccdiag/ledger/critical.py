@@ -15,6 +15,7 @@ from ccdiag.ledger.vocab import (
     OP_CATEGORIES,
     RUN_GAP_NS,
     is_host_copy,
+    sort_once,
 )
 
 
@@ -125,14 +126,13 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
 
 def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
     """Window time before ``col`` (F(x) = total length of windows left of x), per row."""
-    j = (
-        x.select("rank", col)  # the columns read here only, through the sorts
-        .with_row_index("_i")
-        .sort(col)
-        .join_asof(win, left_on=col, right_on="ws", by="rank", check_sortedness=False)
+    j = sort_once(
+        x.select("rank", col).with_row_index("_i"), col
+    ).join_asof(  # the columns read here only
+        win, left_on=col, right_on="ws", by="rank", check_sortedness=False
     )
     f = pl.col("cum") + (pl.min_horizontal(pl.col(col), "we") - pl.col("ws")).clip(lower_bound=0)
-    return j.with_columns(f.fill_null(0).alias("_f")).sort("_i")["_f"]
+    return sort_once(j.with_columns(f.fill_null(0).alias("_f")), "_i")["_f"]
 
 
 def exposure(intervals: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:

@@ -20,6 +20,7 @@ from ccdiag.ledger.vocab import (
     base_name,
     is_host_copy,
     per_value,
+    sort_once,
 )
 
 
@@ -87,26 +88,20 @@ def assign_window(df: pl.DataFrame, windows: pl.DataFrame, col: str = "start_ns"
     w = windows.select(
         "rank", "step", pl.col("start_ns").alias("w_start"), pl.col("end_ns").alias("w_end")
     ).sort("w_start")
-    out = (
-        df.drop("step", strict=False)
-        .sort(col)
-        .join_asof(
-            w,
-            left_on=col,
-            right_on="w_start",
-            by="rank",
-            strategy="backward",
-            check_sortedness=False,
-        )
+    out = sort_once(df.drop("step", strict=False), col).join_asof(
+        w,
+        left_on=col,
+        right_on="w_start",
+        by="rank",
+        strategy="backward",
+        check_sortedness=False,
     )
     return out.filter(pl.col(col) < pl.col("w_end"))
 
 
 def _with_coverage(rows: pl.DataFrame) -> pl.DataFrame:
     """Clip calls to their window and make them non-overlapping (outer call wins)."""
-    rows = rows.sort(
-        "rank", "step", "start_ns", pl.col("dur_ns"), descending=[False, False, False, True]
-    )
+    rows = sort_once(rows, "rank", "step", "start_ns", "dur_ns", descending=[False] * 3 + [True])
     end = pl.min_horizontal(pl.col("start_ns") + pl.col("dur_ns"), pl.col("w_end"))
     rows = rows.with_columns(end.alias("end_ns"))
     prev = pl.col("end_ns").cum_max().shift(1).over("rank", "step")

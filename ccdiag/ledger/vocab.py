@@ -117,6 +117,24 @@ def per_value(df: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) -> pl.DataF
     return df.with_columns(vals.get_column(k).gather(code).alias(k) for k in exprs)
 
 
+def sort_once(df: pl.DataFrame, *by: str, descending: list[bool] | None = None) -> pl.DataFrame:
+    """``df.sort(*by, descending=descending)``, without sorting a frame already strictly in
+    that order (each row's keys after the row before's, none null): that order is then the only
+    one the sort can give, so the frame is returned as it is. Joins and filters of a sorted
+    frame usually keep its order (the call sequences: 1.3 M rows a side, 0.3-1 s for a sort
+    that moved nothing)."""
+    if df.height < 2:
+        return df
+    desc = descending or [False] * len(by)
+    after, equal = pl.lit(False), pl.lit(True)
+    for k, d in zip(by, desc):
+        c, p = pl.col(k), pl.col(k).shift(1)
+        after, equal = after | (equal & ((c < p) if d else (c > p))), equal & (c == p)
+    if df.select(after.fill_null(False).slice(1).all()).item():
+        return df
+    return df.sort(*by, descending=desc)
+
+
 def base_name() -> pl.Expr:
     """API name without nsys version suffixes (``cudaMemcpyAsync_v3020`` -> ``cudaMemcpyAsync``)."""
     return apis.base_name(pl.col("name"))
