@@ -120,6 +120,12 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_phi_both": ("hf_generate_phi", "treatment", "HELD-OUT-12"),
     "hf_generate_falcon": ("hf_generate_falcon", "treatment", "HELD-OUT-12"),
     "hf_generate_falcon_after": ("hf_generate_falcon_after", "treatment", "HELD-OUT-12"),
+    # HELD-OUT-13, declared 2026-12-04 before its capture: scripts/device/run_v15_heldout13.sh
+    "hf_generate_gemma_launch": ("hf_generate_gemma", "only_launch", "HELD-OUT-13"),
+    "hf_generate_gemma_cpu": ("hf_generate_gemma", "only_cpu", "HELD-OUT-13"),
+    "hf_generate_gemma_both": ("hf_generate_gemma", "treatment", "HELD-OUT-13"),
+    "hf_generate_starcoder2": ("hf_generate_starcoder2", "treatment", "HELD-OUT-13"),
+    "hf_generate_starcoder2_after": ("hf_generate_starcoder2_after", "treatment", "HELD-OUT-13"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -170,6 +176,11 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_phi_cpu_nsys_il": ("hf_generate_phi_both", "HELD-OUT-12"),
     "hf_generate_phi_cpuonly_nsys_il": ("hf_generate_phi_cpu", "HELD-OUT-12"),
     "hf_generate_falcon_nsys_il": ("hf_generate_falcon", "HELD-OUT-12"),
+    # HELD-OUT-13, declared 2026-12-04 before its capture: scripts/device/run_v15_heldout13.sh
+    "hf_generate_gemma_nsys_il": ("hf_generate_gemma_launch", "HELD-OUT-13"),
+    "hf_generate_gemma_cpu_nsys_il": ("hf_generate_gemma_both", "HELD-OUT-13"),
+    "hf_generate_gemma_cpuonly_nsys_il": ("hf_generate_gemma_cpu", "HELD-OUT-13"),
+    "hf_generate_starcoder2_nsys_il": ("hf_generate_starcoder2", "HELD-OUT-13"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -193,6 +204,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_qwen2_cpuonly_nsys_il": ("hf_generate_qwen2_cpu_nsys_il", "only_cpu"),
     "hf_generate_phi_cpu_nsys_il": ("hf_generate_phi_cpu_nsys_il", "treatment"),
     "hf_generate_phi_cpuonly_nsys_il": ("hf_generate_phi_cpu_nsys_il", "only_cpu"),
+    "hf_generate_gemma_cpu_nsys_il": ("hf_generate_gemma_cpu_nsys_il", "treatment"),
+    "hf_generate_gemma_cpuonly_nsys_il": ("hf_generate_gemma_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -380,8 +380,7 @@ _IDS = {"bos_token_id": 1, "eos_token_id": 2}
 
 
 #: Each ``HFGenerate`` architecture: its ``transformers`` config and model classes and the
-#: config's fields from the model's width, layers, heads and vocabulary (``d, n, h, v``). An
-#: unknown arch is the Llama.
+#: config's fields from the model's width, layers, heads and vocabulary (``d, n, h, v``).
 HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any]]]] = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", lambda d, n, h, v: dict(
         vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
@@ -426,6 +425,16 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
         vocab_size=v, hidden_size=d, num_hidden_layers=n, num_attention_heads=h,
         multi_query=True, parallel_attn=True, new_decoder_architecture=False, alibi=False,
         bias=False, **_IDS)),
+    # Gemma: GeGLU FFN, RMSNorm scaled by 1 + w, embeddings scaled by sqrt(d), tied embeddings
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), head_dim=d // h,
+        max_position_embeddings=512, pad_token_id=0, **_IDS)),
+    # StarCoder2: grouped-query attention, biased projections, LayerNorm, GELU FFN
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
+        **_IDS)),
     # encoder-decoder: cross-attention, relative position buckets
     "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
@@ -437,9 +446,9 @@ class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
     A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, Phi, Falcon,
-    or the encoder-decoder T5) built from a config (no download); one step is one ``generate()`` call of
-    ``new_tokens`` tokens after a ``prompt``-token prefill (``min_new_tokens`` pins the length),
-    ending with a host sync.
+    Gemma, StarCoder2, or the encoder-decoder T5: :data:`HF_ARCHS`) built from a config (no
+    download); one step is one ``generate()`` call of ``new_tokens`` tokens after a
+    ``prompt``-token prefill (``min_new_tokens`` pins the length), ending with a host sync.
     """
 
     def __init__(
@@ -461,7 +470,9 @@ class HFGenerate:
         import transformers
 
         torch.manual_seed(0)
-        config, model_cls, fields = HF_ARCHS.get(self.arch, HF_ARCHS["llama"])
+        if self.arch not in HF_ARCHS:  # (an unknown name once meant a Llama, silently)
+            raise ValueError(f"unknown arch {self.arch!r}; known: {', '.join(sorted(HF_ARCHS))}")
+        config, model_cls, fields = HF_ARCHS[self.arch]
         cfg = getattr(transformers, config)(**fields(self.d, self.layers, self.heads, self.vocab))
         model = getattr(transformers, model_cls)(cfg)
         self.model = model.to(dev).eval()
