@@ -102,6 +102,10 @@ def test_net_growth_across_the_step_is_slower_code_not_moved_work() -> None:
         # a shipped range that grew 56.3 (the pooled truth 15.8)
         ("hf_generate_phi_cpu", 0.85),
         ("hf_generate_phi_cpuonly_nsys_il", 0.85),
+        # HELD-OUT-13: a waking neighbour (nice 2, 1 ms of every 3) beside HF Gemma under nsys:
+        # 20.2 ms host_slowdown, 88 % of the shipped round's delta (23.0 ms) and no toll; the
+        # pooled truth (44.7 ms) is twice the shipped round's
+        ("hf_generate_gemma_cpuonly_nsys_il", 0.4),
     ],
 )
 def test_a_cpu_neighbour_alone_is_host_slowdown_and_no_toll(name: str, lo: float) -> None:
@@ -256,6 +260,13 @@ PHI_NSYS = (
     "12 us each in that reading)"
 )
 
+ROUND0_NSYS = (
+    "a miss, not a pass (HELD-OUT-13, judged once; the engine before its two changes gave the "
+    "same): {} ms/step paid for {} injected, the class of Phi's: the shipped round-0 ranges "
+    "grew {} ms, the rounds' pooled truth {} ms, and the extra host time of that round beside "
+    "the tolled launches is read as the toll's"
+)
+
 
 @pytest.mark.parametrize(
     "name, lo, hi",
@@ -280,6 +291,27 @@ PHI_NSYS = (
             0.8,
             1.3,
             marks=pytest.mark.xfail(strict=True, reason=PHI_NSYS),
+        ),
+        # HELD-OUT-13 (judged once, then opened): HF Gemma beside a waking neighbour (nice 2,
+        # 1 ms of every 3) under nsys, HF StarCoder2's toll before and after each launch
+        ("hf_generate_gemma_cpu_nsys_il", 0.8, 1.3),  # 13.00 ms for 14.95
+        ("hf_generate_starcoder2", 0.8, 1.3),  # 11.71 for 10.78
+        ("hf_generate_starcoder2_after", 0.8, 1.3),  # 11.40 for 10.78
+        pytest.param(
+            "hf_generate_gemma_nsys_il",
+            0.8,
+            1.3,
+            marks=pytest.mark.xfail(
+                strict=True, reason=ROUND0_NSYS.format(32.75, 14.95, 42.3, 17.6)
+            ),
+        ),
+        pytest.param(
+            "hf_generate_starcoder2_nsys_il",
+            0.8,
+            1.3,
+            marks=pytest.mark.xfail(
+                strict=True, reason=ROUND0_NSYS.format(18.65, 10.78, 25.3, 10.8)
+            ),
         ),
     ],
 )
