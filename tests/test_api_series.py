@@ -101,3 +101,18 @@ def test_step_timeline_of_the_second_rank() -> None:
     tl = api.step_timeline((d / "baseline", d / "treatment"), 1, rank=1)
     assert tl["rank"] == 1
     assert "encrypted_collectives" in tl["treatment"]["events"]["mechanism"]
+
+
+def test_step_timeline_of_every_step_and_one_chunk_layout() -> None:
+    """Regression (2026-12-04): gpu_rows added its launch ends to GPU rows cut as the events'
+    filter cut them ([0, n] chunks) and polars panicked in the timeline's select; every column
+    of the GPU rows is now cut at the same rows."""
+    from ccdiag.ledger.gpu import gpu_rows
+    from ccdiag.pairing import pair_traces
+
+    b, t = _paths("decode_eager")
+    pair = pair_traces(api.load_trace(b), api.load_trace(t))
+    g = gpu_rows(pair.treatment.trace.events, pair.treatment.windows)
+    assert len({tuple(g[c].chunk_lengths()) for c in g.columns}) == 1
+    for i in range(pair.aligned.height):
+        assert api.step_timeline(pair, i)["treatment"]["n_events"] > 0

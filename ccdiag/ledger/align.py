@@ -484,7 +484,9 @@ def _cells(kc: np.ndarray, pc: np.ndarray, keys: list[str]) -> np.ndarray:
     not per gap."""
     names = [*keys, "start"]
     pair = kc * (len(names)) + pc
-    uniq, inv = np.unique(pair, return_inverse=True)
+    # np.unique(pair, return_inverse=True) without its sort: the pairs are small ints
+    present = np.bincount(pair, minlength=len(names) ** 2) > 0
+    uniq, inv = np.flatnonzero(present), (np.cumsum(present) - 1)[pair]
     text = [f"{names[p // len(names)]}|{names[p % len(names)]}" for p in uniq.tolist()]
     code = {t: i for i, t in enumerate(dict.fromkeys(text))}
     return np.array([code[t] for t in text], dtype=np.int64)[inv.reshape(-1)]

@@ -37,22 +37,27 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     le = queued.otherwise(pl.col("start_ns") + pl.col("dur_ns")).alias("launch_end")
     pc = corr_key(ev)
     if pc is None:
-        calls = calls.select("pid", "correlation", le)
-        calls = calls.group_by("pid", "correlation").agg(pl.col("launch_end").min())
-        gpu = gpu.join(calls, on=["pid", "correlation"], how="left")
+        on = ["pid", "correlation"]
+        calls = calls.select(*on, le).group_by(on).agg(pl.col("launch_end").min())
     else:  # the same groups and matches on one integer key
+        on = ["_pc"]
         calls = calls.select(pc, le)
         if not _strictly_increasing(calls["_pc"]):  # else each key once: the min is its row
             calls = calls.group_by("_pc").agg(pl.col("launch_end").min())
-        gpu = gpu.with_columns(pc).join(calls, on="_pc", how="left").drop("_pc")
-    known = windows.select("rank", pl.col("step").alias("_k"), pl.lit(True).alias("_ok"))
-    gpu = gpu.join(known, left_on=["rank", "step"], right_on=["rank", "_k"], how="left")
+    # the launch's end and whether the row's own step is a window, joined on the key columns
+    # alone (each key once on the right) and added to the rows: the joins do not copy the ~20
+    # columns of a million GPU rows
+    known = windows.select("rank", "step").unique().with_columns(pl.lit(True).alias("_ok"))
+    keyed = gpu.select(*(on if pc is None else [pc]), "rank", "step")
+    keyed = keyed.join(calls, on=on, how="left", maintain_order="left")
+    keyed = keyed.join(known, on=["rank", "step"], how="left", maintain_order="left")
+    gpu = gpu.with_columns(keyed["launch_end"], keyed["_ok"])
     step = pl.when(pl.col("_ok").fill_null(False)).then(pl.col("step")).otherwise(pl.col("_wstep"))
-    return (
-        gpu.with_columns(step.alias("step"))
-        .drop("_row", "_wstep", "_ok")
-        .filter(pl.col("step").is_not_null())
-    )
+    gpu = gpu.with_columns(step.alias("step")).drop("_row", "_wstep", "_ok")
+    # one chunk per column, as the joins on the whole frame gave: the added columns come in one
+    # chunk, the rest as the filter of the events cut them, and polars panics on a frame whose
+    # columns are cut at different rows (a copy of the columns, not a gather)
+    return gpu.filter(pl.col("step").is_not_null()).rechunk()
 
 
 def _strictly_increasing(s: pl.Series) -> bool:
