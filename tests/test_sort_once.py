@@ -51,3 +51,14 @@ def test_descending_keys(rows: list[tuple[int | None, int | None]], desc: list[b
     assert got.select("a", "b").equals(want.select("a", "b"))
     if df.select(pl.struct("a", "b").is_unique().all()).item() if df.height else True:
         assert got.equals(want)
+
+
+def test_same_keys_as_rows_n_away() -> None:
+    from ccdiag.ledger.vocab import same_keys_as
+
+    df = pl.DataFrame({"a": [None, None, 1, 1], "b": [2, 2, None, 3]})
+    prev = df.select(same_keys_as(["a", "b"], 1)).to_series().to_list()
+    nxt = df.select(same_keys_as(["a", "b"], -1)).to_series().to_list()
+    # nulls equal nulls; the rows off the frame (before the first, after the last) never match
+    assert prev == [False, True, False, False]
+    assert nxt == [True, False, False, False]

@@ -15,6 +15,7 @@ from ccdiag.ledger.vocab import (
     OP_CATEGORIES,
     RUN_GAP_NS,
     is_host_copy,
+    same_keys_as,
     sort_once,
 )
 
@@ -39,12 +40,8 @@ def gpu_runs(gpu: pl.DataFrame, by: list[str], tol: int = RUN_GAP_NS) -> pl.Data
     # a run's rows are contiguous: its first row's start, and the latest end so far at its last
     # row (a run starts after every earlier end, so that is the run's own latest end), without
     # a group-by over a million runs
-    keys, i = [*by, "run"], pl.int_range(pl.len())
-    # (a null device or stream is a key like any other, as in a group-by)
-    first = pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys) | (i == 0)
-    last = pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift(-1)) for k in keys) | (
-        i == pl.len() - 1
-    )
+    keys = [*by, "run"]  # (a null device or stream is a key like any other, as in a group-by)
+    first, last = ~same_keys_as(keys, 1), ~same_keys_as(keys, -1)
     runs = pl.concat(
         [
             g.filter(first).select(*keys, pl.col("start_ns").alias("g0")),
@@ -126,11 +123,8 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
 
 def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
     """Window time before ``col`` (F(x) = total length of windows left of x), per row."""
-    j = sort_once(
-        x.select("rank", col).with_row_index("_i"), col
-    ).join_asof(  # the columns read here only
-        win, left_on=col, right_on="ws", by="rank", check_sortedness=False
-    )
+    x = sort_once(x.select("rank", col).with_row_index("_i"), col)  # the columns read here only
+    j = x.join_asof(win, left_on=col, right_on="ws", by="rank", check_sortedness=False)
     f = pl.col("cum") + (pl.min_horizontal(pl.col(col), "we") - pl.col("ws")).clip(lower_bound=0)
     return sort_once(j.with_columns(f.fill_null(0).alias("_f")), "_i")["_f"]
 

@@ -117,6 +117,14 @@ def per_value(df: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) -> pl.DataF
     return df.with_columns(vals.get_column(k).gather(code).alias(k) for k in exprs)
 
 
+def same_keys_as(keys: list[str], n: int) -> pl.Expr:
+    """Whether each row's ``keys`` equal those of the row ``n`` away (a null key equals a null,
+    as in a group-by; false where that row is off the frame): on a frame sorted by ``keys``,
+    whether the two rows are in the same group, without a window over the groups."""
+    on_frame = pl.int_range(pl.len()).shift(n).is_not_null()
+    return pl.all_horizontal(on_frame, *(pl.col(k).eq_missing(pl.col(k).shift(n)) for k in keys))
+
+
 def sort_once(df: pl.DataFrame, *by: str, descending: list[bool] | None = None) -> pl.DataFrame:
     """``df.sort(*by, descending=descending)``, without sorting a frame already strictly in
     that order (each row's keys after the row before's, none null): that order is then the only
