@@ -111,9 +111,22 @@ def per_value(df: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) -> pl.DataF
     values and dtypes, without running the string matching (the regexes of :func:`api_class`,
     :func:`launch_path`, ...) on every row (a million API calls have a few dozen names)."""
     s = df.get_column(col)
-    u = s.unique()
+    if s.dtype == pl.String:
+        # One hash pass: a categorical of its own namespace numbers the distinct values
+        # 0..n-1 (freed with it; nothing enters polars' global string cache).
+        cats = pl.Categories.random()
+        cat = s.cast(pl.Categorical(cats))  # holds the mapping: read it while this lives
+        code, u = cat.to_physical(), cats.to_series().alias(col)
+        top = code.max()  # None when every value is null
+        if (top is not None and u.len() <= top) or u.null_count():
+            raise AssertionError(f"per_value: categories of {col!r} not readable")
+        if code.null_count():
+            code = code.fill_null(u.len())
+            u = pl.concat([u, pl.Series(col, [None], pl.String)])
+    else:
+        u = s.unique()
+        code = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
     vals = pl.DataFrame({col: u}).with_columns(**exprs)
-    code = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
     return df.with_columns(vals.get_column(k).gather(code).alias(k) for k in exprs)
 
 
