@@ -116,7 +116,11 @@ def per_value(df: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) -> pl.DataF
         # 0..n-1 (freed with it; nothing enters polars' global string cache).
         cats = pl.Categories.random()
         cat = s.cast(pl.Categorical(cats))  # holds the mapping: read it while this lives
-        code, u = cat.to_physical(), cats.to_series().alias(col)
+        code = cat.to_physical()
+        if hasattr(cats, "to_series"):  # polars >= 2; before, the series' own categories
+            u = cats.to_series().alias(col)
+        else:
+            u = cat.cat.get_categories().alias(col)
         top = code.max()  # None when every value is null
         if (top is not None and u.len() <= top) or u.null_count():
             raise AssertionError(f"per_value: categories of {col!r} not readable")
