@@ -12,6 +12,7 @@ from ccdiag.ledger.vocab import (
     base_name,
     gpu_class,
     is_host_copy,
+    join_on_unique,
     per_value,
 )
 
@@ -49,7 +50,10 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     # columns of a million GPU rows
     known = windows.select("rank", "step").unique().with_columns(pl.lit(True).alias("_ok"))
     keyed = gpu.select(*(on if pc is None else [pc]), "rank", "step")
-    keyed = keyed.join(calls, on=on, how="left", maintain_order="left")
+    if pc is None:
+        keyed = keyed.join(calls, on=on, how="left", maintain_order="left")
+    else:  # each key once on the right: binary search, not a hash join on 2.6 M calls
+        keyed = join_on_unique(keyed, calls, "_pc")
     keyed = keyed.join(known, on=["rank", "step"], how="left", maintain_order="left")
     gpu = gpu.with_columns(keyed["launch_end"], keyed["_ok"])
     step = pl.when(pl.col("_ok").fill_null(False)).then(pl.col("step")).otherwise(pl.col("_wstep"))

@@ -19,6 +19,7 @@ from ccdiag.ledger.vocab import (
     api_class,
     base_name,
     is_host_copy,
+    join_on_unique,
     per_value,
     sort_once,
 )
@@ -215,7 +216,7 @@ def host_calls(
         # over every column)
         gpu = gpu.with_columns(pc).filter(pl.col("_pc").is_first_distinct())
         gpu = gpu.drop("pid", "correlation")
-        rows = rows.with_columns(pc).join(gpu, on="_pc", how="left").drop("_pc")
+        rows = join_on_unique(rows.with_columns(pc), gpu, "_pc").drop("_pc")
     # an async device-to-device copy is a command submission like a memset (CC neither stages
     # nor encrypts it): ledger class launch, not copy
     device_copy = (
