@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from ccdiag import api
@@ -50,3 +51,23 @@ def test_the_nsys_sample_goes_through_the_alignment_in_every_step() -> None:
     same, diff = align._pairs_equal(ctx.seq_b, ctx.seq_t)
     # assert: the case the gathers must order (keys from the aligned steps, unordered)
     assert same.height == 0 and diff.height >= 10
+
+
+def test_name_codes_give_the_string_alignment() -> None:
+    """The sequences are compared and aligned as integer codes the two runs share; the matched
+    calls must be those the names themselves give (every step of the nsys sample differs)."""
+    # arrange
+    pair = SAMPLES / "decode_eager_nsys"
+    b, t = (api.load_trace(pair / f"{s}.sqlite") for s in ("baseline", "treatment"))
+    ctx = PairContext(pair_traces(b, t))
+    cb, ct = align._name_codes(ctx.seq_b, ctx.seq_t)
+    # act
+    by_name = align._diff_pairs(align._pairs_equal(ctx.seq_b, ctx.seq_t)[1])
+    by_code = align._diff_pairs(align._pairs_equal(cb, ct)[1])
+    # assert: codes are equal exactly where names are, within and across the runs
+    names = pl.concat([ctx.seq_b.get_column("bname"), ctx.seq_t.get_column("bname")])
+    codes = pl.concat([cb.get_column("bname"), ct.get_column("bname")])
+    pairs = pl.DataFrame({"n": names, "c": codes}).unique()
+    assert pairs.height == names.n_unique() == codes.n_unique()
+    order = ["rank", "idx", "b_k"]  # the group-by gives the steps in any order
+    assert by_code.height > 1000 and by_code.sort(order).equals(by_name.sort(order))

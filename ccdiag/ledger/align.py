@@ -155,6 +155,18 @@ def sequence(
     return _prepare(calls, aligned, side, ids)
 
 
+def _name_codes(b: pl.DataFrame, t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """rank, idx and ``bname`` as an integer code the two runs share (equal names, equal codes):
+    the per-step name sequences are then compared and aligned as lists of small integers, not
+    of strings (the same equalities, so the same matches)."""
+    cats = pl.Categories.random()
+    cb, ct = (
+        f.select("rank", "idx", pl.col("bname").cast(pl.Categorical(cats))) for f in (b, t)
+    )  # both alive while the codes are read: they hold the shared mapping
+    code = pl.col("bname").to_physical().cast(pl.Int64)
+    return cb.with_columns(code), ct.with_columns(code)
+
+
 def _pairs_equal(b: pl.DataFrame, t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per step: whether the name sequences are equal; the steps that are not (rank, idx)."""
     sb = b.group_by("rank", "idx").agg(pl.col("bname").alias("nb"))
@@ -186,10 +198,10 @@ def _diff_pairs(diff: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _occurrence_pairs(nb: list[str], nt: list[str]) -> tuple[list[int], list[int]]:
+def _occurrence_pairs(nb: list[int], nt: list[int]) -> tuple[list[int], list[int]]:
     """Match the k-th occurrence of each name (long sequences: linear time)."""
 
-    def occ(names: list[str]) -> pl.DataFrame:
+    def occ(names: list[int]) -> pl.DataFrame:
         f = pl.DataFrame({"n": names}).with_row_index("k")
         return f.with_columns(pl.int_range(pl.len()).over("n").alias("o"))
 
@@ -216,7 +228,7 @@ def match_calls(
         :data:`SIDE_COLS`, and ``d_dur``, ``d_gap``, ``d_gap_after`` (treatment − baseline).
     """
     b, t = seqs or (_prepare(calls_b, aligned, "b"), _prepare(calls_t, aligned, "t"))
-    same, diff = _pairs_equal(b, t)
+    same, diff = _pairs_equal(*_name_codes(b, t))
     keys = same.join(b.select("rank", "idx", "k"), on=["rank", "idx"])
     keys = keys.with_columns(pl.col("k").alias("b_k"), pl.col("k").alias("t_k")).drop("k")
     if diff.height:
