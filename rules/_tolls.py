@@ -371,7 +371,7 @@ def toll_removal(
     if side_h > 0 and matched is not None and matched.height:
         r = r.with_columns(_side_effect(set(fired), side_h).alias("_side"))
         grew = matched.select(pl.col("t_ev_row").alias("ev_row"), pl.col("d_gap").alias("_grew"))
-        r = r.join(grew, on="ev_row", how="left")
+        r = vc.join_on_unique(r, grew, "ev_row")  # a call is matched once
         room, known = pl.col("_grew") - pl.col("rm_gap"), pl.col("_grew").is_not_null()
         r = within_growth(r, pl.col("_side"), room, known, "rm_side")
         r = r.with_columns(pl.col("rm_side").round(0).cast(pl.Int64))
