@@ -126,7 +126,12 @@ def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
     x = sort_once(x.select("rank", col).with_row_index("_i"), col)  # the columns read here only
     j = x.join_asof(win, left_on=col, right_on="ws", by="rank", check_sortedness=False)
     f = pl.col("cum") + (pl.min_horizontal(pl.col(col), "we") - pl.col("ws")).clip(lower_bound=0)
-    return sort_once(j.with_columns(f.fill_null(0).alias("_f")), "_i")["_f"]
+    # back in the rows' order: each row once in the as-of join, so a scatter by its index (a
+    # sort of the joined frame by it cost ~0.2 s on 2.6 M intervals)
+    out = j.select("_i", f.fill_null(0).alias("_f"))
+    vals = out.get_column("_f")
+    zero = pl.zeros(vals.len(), dtype=vals.dtype, eager=True).alias("_f")
+    return zero.scatter(out.get_column("_i"), vals)
 
 
 def exposure(intervals: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
