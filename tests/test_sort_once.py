@@ -62,3 +62,16 @@ def test_same_keys_as_rows_n_away() -> None:
     # nulls equal nulls; the rows off the frame (before the first, after the last) never match
     assert prev == [False, True, False, False]
     assert nxt == [True, False, False, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4)), max_size=50))
+def test_ordinal_in_step_is_the_window(rows: list[tuple[int, int]]) -> None:
+    """The calls' ordinal in their step by a forward fill equals the window over the steps,
+    on a frame sorted by rank and idx (as the call sequences are)."""
+    from ccdiag.ledger.align import _ordinal_in_step
+
+    df = pl.DataFrame(rows, schema={"rank": pl.Int32, "idx": pl.Int64}, orient="row")
+    df = df.sort("rank", "idx")
+    got = df.select(_ordinal_in_step().alias("k"))
+    assert got.equals(df.select(pl.int_range(pl.len()).over("rank", "idx").alias("k")))

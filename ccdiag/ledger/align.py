@@ -74,6 +74,13 @@ def _in_step_shift(c: pl.Expr, n: int) -> pl.Expr:
     return pl.when(same_keys_as(["rank", "idx"], n)).then(c.shift(n))
 
 
+def _ordinal_in_step() -> pl.Expr:
+    """``pl.int_range(pl.len()).over("rank", "idx")`` on a frame sorted by rank and idx: each
+    row's index less its step's first row's (a forward fill, not a window over the steps)."""
+    row = pl.int_range(pl.len())
+    return row - pl.when(~same_keys_as(["rank", "idx"], 1)).then(row).forward_fill()
+
+
 def _prepare(
     calls: pl.DataFrame, aligned: pl.DataFrame, side: str, ids: dict[str, str] | None = None
 ) -> pl.DataFrame:
@@ -127,7 +134,7 @@ def _prepare(
             after_copy.otherwise(0).fill_null(0).cast(pl.Int64).alias("tail"),
             hcopy.alias("hcopy"),
             col("bytes", null).cast(pl.Int64).alias("bytes"),
-            pl.int_range(pl.len()).over("rank", "idx").alias("k"),
+            _ordinal_in_step().alias("k"),
             pl.col("_kid"),
         )
         .with_columns(
