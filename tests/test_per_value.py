@@ -27,7 +27,9 @@ def _exprs() -> dict[str, pl.Expr]:
 @settings(max_examples=300, deadline=None)
 @given(names=st.lists(NAME, max_size=60), cut=st.integers(0, 60))
 def test_equals_every_row(names: list[str | None], cut: int) -> None:
-    df = pl.DataFrame({"name": names, "i": range(len(names))}, schema={"name": pl.String, "i": pl.Int64})
+    df = pl.DataFrame(
+        {"name": names, "i": range(len(names))}, schema={"name": pl.String, "i": pl.Int64}
+    )
     if 0 < cut < df.height:  # two chunks, as a filter or concat leaves them
         df = pl.concat([df.slice(0, cut), df.slice(cut)], rechunk=False)
     got = per_value(df, "name", _exprs())
