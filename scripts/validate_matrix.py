@@ -77,6 +77,7 @@ SPLITS = (
     "HELD-OUT-11",
     "HELD-OUT-12",
     "HELD-OUT-13",
+    "HELD-OUT-14",
 )
 
 

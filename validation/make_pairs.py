@@ -126,6 +126,11 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_gemma_both": ("hf_generate_gemma", "treatment", "HELD-OUT-13"),
     "hf_generate_starcoder2": ("hf_generate_starcoder2", "treatment", "HELD-OUT-13"),
     "hf_generate_starcoder2_after": ("hf_generate_starcoder2_after", "treatment", "HELD-OUT-13"),
+    # HELD-OUT-14, declared 2026-12-04 before its capture: scripts/device/run_v16_heldout14.sh
+    "hf_generate_gptneo": ("hf_generate_gptneo", "treatment", "HELD-OUT-14"),
+    "hf_generate_gptneo_after": ("hf_generate_gptneo_after", "treatment", "HELD-OUT-14"),
+    "hf_generate_stablelm": ("hf_generate_stablelm", "treatment", "HELD-OUT-14"),
+    "hf_generate_stablelm_after": ("hf_generate_stablelm_after", "treatment", "HELD-OUT-14"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -181,6 +186,9 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_gemma_cpu_nsys_il": ("hf_generate_gemma_both", "HELD-OUT-13"),
     "hf_generate_gemma_cpuonly_nsys_il": ("hf_generate_gemma_cpu", "HELD-OUT-13"),
     "hf_generate_starcoder2_nsys_il": ("hf_generate_starcoder2", "HELD-OUT-13"),
+    # HELD-OUT-14, declared 2026-12-04 before its capture: scripts/device/run_v16_heldout14.sh
+    "hf_generate_gptneo_nsys_il": ("hf_generate_gptneo", "HELD-OUT-14"),
+    "hf_generate_stablelm_nsys_il": ("hf_generate_stablelm", "HELD-OUT-14"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):

@@ -435,6 +435,17 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
         vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
         num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
         **_IDS)),
+    # GPT-Neo: global and local (windowed) attention in alternate layers, learned positions
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, num_layers=n, num_heads=h, intermediate_size=4 * d,
+        max_position_embeddings=512, window_size=64,
+        attention_types=[[["global", "local"], n // 2]] + ([[["global"], 1]] if n % 2 else []),
+        **_IDS)),
+    # StableLM: partial rotary (a quarter of each head), LayerNorm, grouped-query attention
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
+        partial_rotary_factor=0.25, **_IDS)),
     # encoder-decoder: cross-attention, relative position buckets
     "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
@@ -446,8 +457,8 @@ class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
     A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, Phi, Falcon,
-    Gemma, StarCoder2, or the encoder-decoder T5: :data:`HF_ARCHS`) built from a config (no
-    download); one step is one ``generate()`` call of ``new_tokens`` tokens after a
+    Gemma, StarCoder2, GPT-Neo, StableLM, or the encoder-decoder T5: :data:`HF_ARCHS`) built
+    from a config (no download); one step is one ``generate()`` call of ``new_tokens`` tokens after a
     ``prompt``-token prefill (``min_new_tokens`` pins the length), ending with a host sync.
     """
 
