@@ -372,7 +372,10 @@ def main() -> None:
                 "before its capture (HF `generate()` on Gemma with the toll, a waking CPU "
                 "neighbour of another new shape and both, Kineto and nsys, and on StarCoder2 with "
                 "the toll before and after each launch), judged once with the engine that "
-                "declared it. "
+                "declared it; HELD-OUT-14, declared the same day before its capture (HF "
+                "`generate()` on GPT-Neo and StableLM with the toll before and after each "
+                "launch, Kineto and nsys), judged once with the engine unchanged since "
+                "HELD-OUT-13's judgement. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

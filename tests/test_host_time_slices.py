@@ -304,6 +304,14 @@ def _round0_miss(name: str, paid: float, injected: float, grew: float, pooled: f
         ("hf_generate_starcoder2_after", 0.8, 1.3),  # 11.40 for 10.78
         _round0_miss("hf_generate_gemma_nsys_il", 32.75, 14.95, 42.3, 17.6),
         _round0_miss("hf_generate_starcoder2_nsys_il", 18.65, 10.78, 25.3, 10.8),
+        # HELD-OUT-14 (judged once, then opened): HF GPT-Neo and StableLM, the toll before and
+        # after each launch (Kineto) and before it under nsys
+        ("hf_generate_gptneo", 0.8, 1.3),  # 8.38 ms for 8.09
+        ("hf_generate_gptneo_after", 0.8, 1.3),  # 8.10 for 8.09
+        ("hf_generate_gptneo_nsys_il", 0.8, 1.3),  # 7.48 for 8.09
+        ("hf_generate_stablelm", 0.8, 1.3),  # 12.68 for 11.59
+        ("hf_generate_stablelm_after", 0.8, 1.3),  # 12.18 for 11.59
+        ("hf_generate_stablelm_nsys_il", 0.8, 1.3),  # 9.74 for 11.59
     ],
 )
 def test_the_toll_paid_beside_a_neighbour_is_what_was_injected(
