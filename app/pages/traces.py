@@ -13,6 +13,7 @@ from ccdiag.app import ids
 from ccdiag.app.sources import SourceError, Sources
 from ccdiag.app.units import fmt_bytes
 from dash import ClientsideFunction, Dash, Input, Output, State, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 PAGE = {"path": "/traces", "name": "Traces", "title": "ccdiag · choose traces", "order": 4}
 SIDES = ("baseline", "treatment")
@@ -137,7 +138,12 @@ def _register_stage(app: Dash, sources: Sources, side: str) -> None:
         prevent_initial_call=True,
     )
     def _stage(check: Any, staged: Any) -> Any:
-        if not isinstance(check, dict) or not check.get("ok"):
+        if not isinstance(check, dict):
+            # the check store mounting with the page: no upload yet, so nothing to answer and,
+            # above all, no ``contents`` to clear; a file dropped while this request is in
+            # flight would otherwise be wiped by its answer, the message staying empty
+            raise PreventUpdate
+        if not check.get("ok"):
             return no_update, no_update, no_update, None
         try:
             st = sources.stage(side, check.get("contents"), check.get("filenames"))
