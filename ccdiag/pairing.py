@@ -151,14 +151,6 @@ def _align(wb: pl.DataFrame, wt: pl.DataFrame, opts: PairOptions) -> tuple[pl.Da
     ), notes
 
 
-def _coded(*frames: pl.DataFrame, col: str = "name") -> list[pl.DataFrame]:
-    """The frames with ``col`` as a categorical of one namespace of their own: the same value
-    has the same code in each, so group-bys and joins on it hash small integers, not a million
-    kernel names of hundreds of bytes (and nothing enters polars' global string cache)."""
-    cats = pl.Categories.random()
-    return [f.with_columns(pl.col(col).cast(pl.Categorical(cats))) for f in frames]
-
-
 def _counts(rows: pl.DataFrame, step_col: str, key: str) -> pl.DataFrame:
     return rows.group_by("rank", step_col, key).len("n").rename({step_col: "_s"})
 
@@ -193,7 +185,7 @@ def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> 
 def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions) -> None:
     kb, kt = (
         _counts(g, "step", "name")
-        for g in _coded(
+        for g in vc.shared_codes(
             *(s.gpu.select("gclass", "rank", "step", "name").filter(pl.col("gclass").is_in(KERNELS))
               for s in (b, t))
         )
@@ -274,7 +266,7 @@ def _check_op_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOption
             hc.assign_window(rows.select("rank", "name", "start_ns"), s.windows), "step", "name"
         )
 
-    ov = _overlap(*_coded(ops(b), ops(t)), aligned, "name")
+    ov = _overlap(*vc.shared_codes(ops(b), ops(t)), aligned, "name")
     if ov < opts.min_overlap:
         raise PairMismatchError(
             t.trace.meta.source,

@@ -398,9 +398,7 @@ def toll_removal(
         (pl.col("rm_dur") + pl.col("rm_gap") * own).alias("_own"),
         (pl.col("rm_gap") * (1.0 - own)).alias("_prev"),
         # the call before in the step (seq_t's order: rank, idx, then call order)
-        pl.when(vc.same_keys_as(["rank", "idx"], 1))
-        .then(pl.col("path").shift(1))
-        .alias("_prev_path"),
+        vc.in_step_shift(pl.col("path"), 1).alias("_prev_path"),
     )
     by_path = (
         pl.concat(

@@ -31,9 +31,11 @@ from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
 from ccdiag.ledger.vocab import (
     LAUNCH_PATHS,
     base_name,
+    in_step_shift,
     is_host_copy,
     per_value,
     same_keys_as,
+    shared_codes,
     sort_once,
     with_launch_path,
 )
@@ -67,13 +69,6 @@ def kernel_ids(*calls: pl.DataFrame) -> dict[str, str]:
     return {n: f"{i:0{width}d}" for i, n in enumerate(sorted(names))}
 
 
-def _in_step_shift(c: pl.Expr, n: int) -> pl.Expr:
-    """``c.shift(n).over("rank", "idx")`` on a frame sorted by rank and idx: null where the row
-    ``n`` away is in another step. A plain shift with a mask, not a window over 7,408 steps
-    (0.1 s for each of these columns on a million calls)."""
-    return pl.when(same_keys_as(["rank", "idx"], n)).then(c.shift(n))
-
-
 def _ordinal_in_step() -> pl.Expr:
     """``pl.int_range(pl.len()).over("rank", "idx")`` on a frame sorted by rank and idx: each
     row's index less its step's first row's (a forward fill, not a window over the steps)."""
@@ -89,7 +84,7 @@ def _prepare(
     # the columns read here only, before the join and the sort (a million calls carry ~40)
     c = calls.select(k for k in PREPARE_COLS if k in calls.columns)
     c = sort_once(c.join(a, on=["rank", "step"], how="inner"), "rank", "idx", "start_ns")
-    nxt = _in_step_shift(pl.col("gap_ns"), -1)
+    nxt = in_step_shift(pl.col("gap_ns"), -1)
     tail = (pl.col("w_end") - pl.col("end_ns")).clip(lower_bound=0)
 
     def col(name: str, default: pl.Expr) -> pl.Expr:
@@ -145,10 +140,10 @@ def _prepare(
             .then(pl.concat_str("path", "_kid", separator=":"))
             .otherwise(pl.col("cls"))
             .alias("key"),
-            _in_step_shift(pl.col("ev_row"), -1).alias("next_ev_row"),
+            in_step_shift(pl.col("ev_row"), -1).alias("next_ev_row"),
         )
         .drop("_kid")
-        .with_columns(_in_step_shift(pl.col("key"), 1).fill_null("start").alias("prev_key"))
+        .with_columns(in_step_shift(pl.col("key"), 1).fill_null("start").alias("prev_key"))
     )
 
 
@@ -166,10 +161,8 @@ def _name_codes(b: pl.DataFrame, t: pl.DataFrame) -> tuple[pl.DataFrame, pl.Data
     """rank, idx and ``bname`` as an integer code the two runs share (equal names, equal codes):
     the per-step name sequences are then compared and aligned as lists of small integers, not
     of strings (the same equalities, so the same matches)."""
-    cats = pl.Categories.random()
-    cb, ct = (
-        f.select("rank", "idx", pl.col("bname").cast(pl.Categorical(cats))) for f in (b, t)
-    )  # both alive while the codes are read: they hold the shared mapping
+    cb, ct = shared_codes(*(f.select("rank", "idx", "bname") for f in (b, t)), col="bname")
+    # both alive while the codes are read: they hold the shared mapping
     code = pl.col("bname").to_physical().cast(pl.Int64)
     return cb.with_columns(code), ct.with_columns(code)
 

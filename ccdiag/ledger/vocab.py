@@ -142,6 +142,22 @@ def same_keys_as(keys: list[str], n: int) -> pl.Expr:
     return pl.all_horizontal(on_frame, *(pl.col(k).eq_missing(pl.col(k).shift(n)) for k in keys))
 
 
+def in_step_shift(c: pl.Expr, n: int, keys: tuple[str, ...] = ("rank", "idx")) -> pl.Expr:
+    """``c.shift(n).over(*keys)`` on a frame sorted by ``keys``: null where the row ``n`` away
+    is in another group (step). A plain shift with a mask, not a window over 7,408 steps (0.1 s
+    for each such column on a million calls)."""
+    return pl.when(same_keys_as(list(keys), n)).then(c.shift(n))
+
+
+def shared_codes(*frames: pl.DataFrame, col: str = "name") -> list[pl.DataFrame]:
+    """The frames with ``col`` as a categorical of one namespace of their own: the same value
+    has the same code in each, so group-bys, joins and comparisons on it work on small integers,
+    not on a million kernel names of hundreds of bytes (and nothing enters polars' global string
+    cache). The frames hold the shared mapping: read codes (``to_physical``) while they live."""
+    cats = pl.Categories.random()
+    return [f.with_columns(pl.col(col).cast(pl.Categorical(cats))) for f in frames]
+
+
 def sort_once(df: pl.DataFrame, *by: str, descending: list[bool] | None = None) -> pl.DataFrame:
     """``df.sort(*by, descending=descending)``, without sorting a frame already strictly in
     that order (each row's keys after the row before's, none null): that order is then the only
