@@ -40,7 +40,7 @@ from ccdiag.platforms import Platform, load_platform
 from ccdiag.replay import Injection, RowCosts, main_threads, model_rows, replay
 from ccdiag.schema import Trace
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 #: Mechanisms in the order they are reported.
 MECHANISMS = (
@@ -85,7 +85,13 @@ class MechanismCost(_Model):
 
     mechanism: str
     path: str | None = Field(default=None, description="launch path: runtime | library | graph")
-    ns_per_step: int
+    ns_per_step: int = Field(description="what it adds to the step time (its Shapley share)")
+    paid_ns_per_step: int | None = Field(
+        default=None,
+        description="what it costs where it is paid (API calls, GPU rows), summed over a step "
+        "before any overlap: the step grows by ns_per_step of it, the rest is hidden behind other "
+        "work; null where only the replay can tell (a blocked copy's wait depends on the queue)",
+    )
     count_per_step: float = Field(description="calls, copies, collectives or migrations per step")
     text: str
 
@@ -871,6 +877,36 @@ def _describe(m: str, cnt: dict[str, float], k: dict[str, float]) -> tuple[float
     return 1.0, t.format(toll=d(k["context_creation_ns"]))
 
 
+def _paid(ctx: _Ctx, m: str, k: dict[str, float], copy_at: str) -> int | None:
+    """What mechanism ``m`` costs per step where it is paid, before any overlap: the costs its
+    injection puts on the calls and GPU rows inside steps (less the calibration's, common to every
+    replay), plus what the replay itself scales (the sync toll, the collectives' bandwidth).
+    None for ``blocked_non_blocking``, whose cost is a wait only the replay gives."""
+    if m == "blocked_non_blocking":
+        return None
+    n_steps = max(ctx.trace.steps.height, 1)
+    if m == "sync_stall":
+        syncs = ctx.calls.filter((pl.col("cls") == "sync") & pl.col("step").is_not_null())
+        return round(syncs.height * k["sync_toll_ns"] / n_steps)
+    _, with_m = _costs(ctx, frozenset({m}), k, copy_at=copy_at)
+    _, without = _costs(ctx, frozenset(), k, copy_at=copy_at)
+    in_step = np.zeros(ctx.n_rows, dtype=bool)
+    for f in (ctx.calls, ctx.gpu):
+        in_step[f.filter(pl.col("step").is_not_null())["_row"].to_numpy()] = True
+    total = 0.0
+    for a, b in (
+        (with_m.call_ns, without.call_ns),
+        (with_m.gap_ns, without.gap_ns),
+        (with_m.gpu_ns, without.gpu_ns),
+    ):
+        total += float((a - b)[in_step].sum())
+    if m == "encrypted_collectives":
+        col = ctx.gpu.filter((pl.col("gclass") == "collective") & pl.col("step").is_not_null())
+        scale = 1.0 / float(k["collective_bandwidth_ratio"]) - 1.0
+        total += scale * float(col["dur_ns"].sum())
+    return round(total / n_steps)
+
+
 def _mechanism_rows(
     ctx: _Ctx, phi: dict[str, float], k: dict[str, float], platform: Platform
 ) -> list[MechanismCost]:
@@ -896,6 +932,7 @@ def _mechanism_rows(
                         mechanism=m,
                         path=p,
                         ns_per_step=round(phi[m] * share),
+                        paid_ns_per_step=round(v),
                         count_per_step=round(cnt[f"launch.{p}"], 2),
                         text=_TEXT[m].format(n=cnt[f"launch.{p}"], path=p, toll=_fmt_ns(tolls[p])),
                     )
@@ -904,7 +941,11 @@ def _mechanism_rows(
         n, text = _describe(m, cnt, k)
         rows.append(
             MechanismCost(
-                mechanism=m, ns_per_step=round(phi[m]), count_per_step=round(n, 2), text=text
+                mechanism=m,
+                ns_per_step=round(phi[m]),
+                paid_ns_per_step=_paid(ctx, m, k, platform.copy_cost_at),
+                count_per_step=round(n, 2),
+                text=text,
             )
         )
     return rows

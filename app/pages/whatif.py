@@ -144,12 +144,24 @@ def content(pred: Any) -> list[Any]:
         graph(partition_figure(pred)),
     ]
     mech = html.Table(
-        [html.Tr([html.Th(h) for h in ("mechanism", "per step", "count per step", "how")])]
+        [
+            html.Tr(
+                [
+                    html.Th(h)
+                    for h in ("mechanism", "per step", "paid per step", "count per step", "how")
+                ]
+            )
+        ]
         + [
             html.Tr(
                 [
                     html.Td(mechanism_label(m.mechanism) + (f" ({m.path})" if m.path else "")),
                     html.Td(fmt_ns(m.ns_per_step, signed=True)),
+                    html.Td(
+                        "—"
+                        if m.paid_ns_per_step is None
+                        else fmt_ns(m.paid_ns_per_step, signed=True)
+                    ),
                     html.Td(f"{m.count_per_step:g}"),
                     html.Td(m.text),
                 ]

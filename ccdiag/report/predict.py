@@ -44,6 +44,12 @@ def headline(p: Any) -> str:
     return text + "."
 
 
+def _paid(m: Any) -> str:
+    """A mechanism's paid cost per step, or a dash where only the replay can tell."""
+    v = m.paid_ns_per_step
+    return "—" if v is None else units.duration(v, signed=True)
+
+
 def render_text(p: Any, console: Any = None) -> None:
     """Print the prediction on a terminal (rich)."""
     from rich import box
@@ -59,30 +65,52 @@ def render_text(p: Any, console: Any = None) -> None:
     )
     if p.one_time_ns and not p.one_time_in_steps:
         con.print(f"one-time context creation under CC: +{d(p.one_time_ns)} before the first step")
-    t = Table("mechanism", "per step", "share", "count/step", "how", box=box.SIMPLE)
-    t.columns[0].no_wrap = True
+    # the "how" column beside the numbers on a wide console; below the table on a narrow one (a
+    # pipe is 80 columns: the sentences would wrap a word per line)
+    wide = con.width >= 130
+    heads = ["mechanism", "per step", "share", "paid/step", "count/step"] + (
+        ["how"] if wide else []
+    )
+    t = Table(*heads, box=box.SIMPLE)
+    for c in t.columns[:5]:
+        c.no_wrap = True
     delta = p.predicted_step_ns.median - p.baseline_step_ns
     for m in p.mechanisms:
         t.add_row(
             _label(m),
             d(m.ns_per_step, signed=True),
             units.share(m.ns_per_step / delta) if delta else "—",
+            _paid(m),
             units.number(m.count_per_step),
-            m.text,
+            *([m.text] if wide else []),
         )
     con.print(t)
+    if not wide:
+        for m in p.mechanisms:
+            con.print(f"  {_label(m)}: {m.text}")
+    con.print(
+        "per step: what the mechanism adds to the step time; paid: what it costs where it is "
+        "paid (calls, GPU rows) before any overlap (— where only the replay can tell)"
+    )
     if p.fixes:
-        f = Table("fix", "CC step with it", "recovers", "alternative to", "what", box=box.SIMPLE)
-        f.columns[0].no_wrap = True
+        fheads = ["fix", "CC step with it", "recovers", "alternative to"] + (
+            ["what"] if wide else []
+        )
+        f = Table(*fheads, box=box.SIMPLE)
+        for c in f.columns[:3]:
+            c.no_wrap = True
         for fx in p.fixes:
             f.add_row(
                 fx.fix,
                 d(fx.predicted_step_ns),
                 d(fx.recovery_ns_per_step),
                 ", ".join(fx.alternative_to) or "—",
-                fx.text,
+                *([fx.text] if wide else []),
             )
         con.print(f)
+        if not wide:
+            for fx in p.fixes:
+                con.print(f"  {fx.fix}: {fx.text}")
         if any(fx.alternative_to for fx in p.fixes):
             con.print("fixes marked as alternatives replace each other: pick one, do not add them")
     for w in p.warnings:
@@ -102,14 +130,19 @@ def render_markdown(p: Any) -> str:
         f"Trace `{esc(p.source)}` ({esc(p.format)}, {p.n_steps} steps). Platform `{esc(p.platform)}`: "
         f"{esc(p.platform_description)}.",
         "",
-        "| mechanism | per step | count per step | how |",
-        "|---|---:|---:|---|",
+        "| mechanism | per step | paid per step | count per step | how |",
+        "|---|---:|---:|---:|---|",
     ]
     for m in p.mechanisms:
         lines.append(
-            f"| {esc(_label(m))} | {d(m.ns_per_step, signed=True)} | "
+            f"| {esc(_label(m))} | {d(m.ns_per_step, signed=True)} | {_paid(m)} | "
             f"{units.number(m.count_per_step)} | {esc(m.text)} |"
         )
+    lines += [
+        "",
+        "*Per step*: what the mechanism adds to the step time; *paid*: what it costs where it is "
+        "paid (calls, GPU rows) before any overlap (— where only the replay can tell).",
+    ]
     lines += [
         "",
         f"Steady state (no context creation): {d(p.steady_step_ns.median)} "
