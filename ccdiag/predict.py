@@ -420,6 +420,10 @@ def _context(trace: Trace) -> _Ctx:
         .fill_null(False)
         .alias("h2d"),
     )
+    # a host copy is a copy call's (cudaMemcpy*): a cudaMemset of managed memory is marked with a
+    # host memory kind, but it is a launch on the GPU, not a transfer over the bridge (BN's UVM
+    # build has 4,500 a step, which were offered a drain thread as readbacks)
+    gpu = gpu.with_columns((pl.col("hcopy") & (pl.col("cls") == "copy")).alias("hcopy"))
     ci_step = calls.select("rank", "ci", "step")
     gpu = gpu.join(ci_step, on=["rank", "ci"], how="left")
     # UVM migrations (not launched by a call): the kernel running when the migration starts pays

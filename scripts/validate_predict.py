@@ -281,7 +281,12 @@ def readme_section(results: dict[str, list[dict[str, Any]]]) -> str:
         "every constant with its range and source) through the same replay model the attribution "
         "uses, and prints the predicted CC step with a band, its partition into mechanisms (launch "
         "tolls per launch path, copies, revoked `non_blocking`, syncs, collectives, UVM, context "
-        "creation) and the CC step with each fix (alternatives marked, never summed). The same "
+        "creation) and the CC step with each fix (alternatives marked, never summed). Each "
+        "mechanism shows what it adds to the step (`ns_per_step`, its Shapley share) beside what "
+        "it costs where it is paid, before any overlap (`paid_ns_per_step`: the calls' tolls, the "
+        "copies' padding, the collectives' slower and longer kernels): on HTA's two-rank "
+        "`df_index_resolver` trace, B200's encrypted NVLink costs the 404 all-reduces of a step "
+        "22.0 ms, and the step 0 ns (they run on their own stream, behind the compute). The same "
         "prediction is the dashboard's *What if CC* page and `ccdiag report TRACE` (one trace). "
         "JSON Schema: `docs/schema/predict-v1.json`.",
         "",

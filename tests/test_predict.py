@@ -349,3 +349,14 @@ def test_a_narrow_terminal_gets_the_sentences_below_the_tables() -> None:
     assert any(x.startswith("  resident_weights: keep bulk data") for x in lines)
     header = next(x for x in lines if "paid/step" in x)
     assert "how" not in header
+
+
+def test_memsets_of_managed_memory_are_not_host_copies() -> None:
+    """Regression (BN's UVM build, real H100 data): its 4,500 cudaMemset calls a run on managed
+    memory carry a host memory kind; they were counted as host copies ("4500 host copies per
+    step", 0 ns paid) and, read as device-to-host, offered a drain thread as readbacks."""
+    p = predict_trace(api.load_trace(ISPASS / "BN-nor-uvm"), "h100")
+    assert "serialized_copies" not in {m.mechanism for m in p.mechanisms}
+    assert "drain_thread" not in {f.fix for f in p.fixes}
+    uvm = next(m for m in p.mechanisms if m.mechanism == "uvm_migration")
+    assert uvm.count_per_step == 1966

@@ -72,7 +72,7 @@ def render_text(p: Any, console: Any = None) -> None:
         ["how"] if wide else []
     )
     t = Table(*heads, box=box.SIMPLE)
-    for c in t.columns[:5]:
+    for c in t.columns[1:5]:  # the numbers whole; a long mechanism label may wrap
         c.no_wrap = True
     delta = p.predicted_step_ns.median - p.baseline_step_ns
     for m in p.mechanisms:
