@@ -742,6 +742,29 @@ def _active(ctx: _Ctx, k: dict[str, float]) -> list[str]:
 # ----------------------------------------------------------------------------------- replays
 
 
+def _gpu_busy_per_step(ctx: _Ctx, out: Trace) -> float:
+    """The median over steps of the time the GPU is busy with a step's work (the union of the
+    replayed rows its calls launched, per rank): a loop in steady state cannot run its steps
+    faster than the GPU runs their work. The replayed step windows are the main thread's; when
+    a fix frees the host of every wait (a drain thread taking the readbacks), the host alone
+    runs ahead of the GPU, and its windows would shrink below the work they queue (the eager
+    H200 graph decode's with a drain thread: 179 µs a step for 752 µs of GPU work)."""
+    g = ctx.gpu.filter(pl.col("step").is_not_null())
+    if g.height == 0:
+        return 0.0
+    rows = g["_row"].to_numpy()
+    start = out.events["start_ns"].to_numpy()[rows]
+    end = start + out.events["dur_ns"].to_numpy()[rows]
+    iv = pl.DataFrame({"rank": g["rank"], "step": g["step"], "s": start, "e": end}).sort(
+        "rank", "step", "s"
+    )
+    prev = pl.col("e").cum_max().shift(1).over("rank", "step")
+    busy = iv.with_columns(
+        (pl.col("e") - pl.max_horizontal("s", prev.fill_null(pl.col("s")))).clip(0).alias("b")
+    )
+    return _num(busy.group_by("rank", "step").agg(pl.col("b").sum())["b"].median())
+
+
 class _Replayer:
     """Replays of the CC-off trace, cached by (mechanisms, constants end, fix)."""
 
@@ -767,7 +790,13 @@ class _Replayer:
                     self.platform.copy_cost_at,
                 )
                 out = replay(self.ctx.trace, inj, self.ctx.threads, costs=rc)
-                self.cache[key] = _num(out.steps["dur_ns"].median())
+                host = _num(out.steps["dur_ns"].median())
+                # a fix's replay is bounded by the GPU's work (see _gpu_busy_per_step); the
+                # mechanisms' replays keep the main thread's steps, as the trace's own step does
+                # (its host markers may run a little ahead of the GPU's work: a floor there
+                # would move the Shapley split, not correct it)
+                floor = _gpu_busy_per_step(self.ctx, out) if fix is not None else 0.0
+                self.cache[key] = max(host, floor)
                 if key == self.keep:
                     self.kept = out
         return self.cache[key]

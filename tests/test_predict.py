@@ -360,3 +360,22 @@ def test_memsets_of_managed_memory_are_not_host_copies() -> None:
     assert "drain_thread" not in {f.fix for f in p.fixes}
     uvm = next(m for m in p.mechanisms if m.mechanism == "uvm_migration")
     assert uvm.count_per_step == 1966
+
+
+def test_a_fix_cannot_run_the_steps_faster_than_the_gpu_runs_their_work() -> None:
+    """Regression (the real H200 CUDA-graph decode, nsys): with the readbacks moved to a drain
+    thread the main thread has nothing left to wait for, and its replayed steps shrank to 179 µs,
+    a quarter of the GPU's work per step ("with drain thread 179.0 µs", CC off 768 µs)."""
+    t = trace("tests/data/shared/traces/h200_decode_graph.nsys.sqlite")
+    gpu = _in_steps(t, t.events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"])))
+    w = t.steps.select("start_ns", "end_ns").rows()
+    per_step = [
+        gpu.filter((pl.col("start_ns") >= a) & (pl.col("start_ns") < b))["dur_ns"].sum()
+        for a, b in w
+    ]
+    work = float(np.median(per_step))
+    assert work > 600_000  # ~750 µs of kernels and copies a step (CC off)
+    p = api.predict(t, "b200")
+    drain = next(f for f in p.fixes if f.fix == "drain_thread")
+    assert drain.predicted_step_ns >= 0.95 * work
+    assert 0 < drain.recovery_ns_per_step < p.predicted_step_ns.median - 0.5 * work
