@@ -42,6 +42,8 @@ from ccdiag.schema import Trace
 
 SCHEMA_VERSION = "1.1"
 
+#: Fixes whose effect on the CC-off run the model represents (see FixPrediction).
+FIXES_WITHOUT_CC = ("cuda_graphs", "drain_thread")
 #: Mechanisms in the order they are reported.
 MECHANISMS = (
     "launch_toll",
@@ -102,6 +104,14 @@ class FixPrediction(_Model):
     fix: str = Field(description="short id, e.g. cuda_graphs, drain_thread, batch_small_copies")
     predicted_step_ns: int = Field(description="the CC step time with this fix (median)")
     recovery_ns_per_step: int = Field(description="predicted CC step minus this")
+    recovery_without_cc_ns_per_step: int | None = Field(
+        default=None,
+        description="what the same fix saves on the CC-off run (its replay without any CC cost): "
+        "the part of recovery_ns_per_step that is not CC's. Given for the fixes whose effect "
+        "without CC the model represents (cuda_graphs: the launch calls and the gaps between "
+        "them; drain_thread: the main thread's waits for readbacks); null for the others, which "
+        "the model charges only through CC's costs",
+    )
     alternative_to: list[str] = Field(
         default_factory=list, description="fixes this one replaces: pick one, never sum them"
     )
@@ -610,23 +620,23 @@ def _costs(
     c, g = ctx.calls, ctx.gpu
     rows = c["_row"].to_numpy()
     inj: dict[str, Any] = {}
+    is_l = (c["cls"] == "launch").to_numpy()
+    if fix == "cuda_graphs":
+        # consecutive launches in a step collapse into one graph launch: the calls and the host
+        # gaps between them vanish (with CC or without), the first pays one graph launch's toll
+        inside = is_l & (c["prev_cls"] == "launch").fill_null(False).to_numpy()
+        call[rows[inside]] = -c["dur_ns"].to_numpy()[inside]
+        gap[rows[inside]] = -(10**15)
     if "launch_toll" in on:
         toll = {
             "runtime": k["kernel_launch_toll_ns"],
             "library": k["library_launch_toll_ns"],
             "graph": k["graph_launch_toll_ns"],
         }
-        is_l = (c["cls"] == "launch").to_numpy()
         path = c["path"].to_numpy()
         add = np.array([toll[p] for p in path], dtype=np.float64) * is_l
         if fix == "cuda_graphs":
-            # consecutive launches in a step collapse into one graph launch: the calls and the
-            # host gaps between them vanish, the first pays one graph launch
-            inside = is_l & (c["prev_cls"] == "launch").fill_null(False).to_numpy()
-            first = is_l & ~inside
-            add = np.where(first, k["graph_launch_toll_ns"], 0.0)
-            call[rows[inside]] = -c["dur_ns"].to_numpy()[inside]
-            gap[rows[inside]] = -(10**15)
+            add = np.where(is_l & ~inside, k["graph_launch_toll_ns"], 0.0)
         elif fix == "fewer_graph_splits":
             is_g = path == "graph"
             stp = c["step"].fill_null(-1).to_numpy()
@@ -1225,16 +1235,19 @@ def _fixes(ctx: _Ctx, rp: _Replayer, steady: frozenset[str], plat: Platform) -> 
     if "uvm_migration" in steady:
         cands.append("prefetch_managed")
     cc = rp.step(steady)
+    off = rp.step(frozenset())
     out = []
     for fx in cands:
         t = rp.step(steady, "value", fx)
         if cc - t < 0.01 * max(cc - rp.base, 1):
             continue  # recovers nothing worth saying (e.g. graphs where every launch is synced)
+        without = round(off - rp.step(frozenset(), "value", fx)) if fx in FIXES_WITHOUT_CC else None
         out.append(
             FixPrediction(
                 fix=fx,
                 predicted_step_ns=round(t),
                 recovery_ns_per_step=round(cc - t),
+                recovery_without_cc_ns_per_step=without,
                 alternative_to=[a for a in _FIX_ALTERNATIVES.get(fx, []) if a in cands],
                 text=_FIX_TEXT[fx],
                 method=f"replay of the CC prediction ({plat.name}) with the fix applied",

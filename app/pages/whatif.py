@@ -178,7 +178,13 @@ def content(pred: Any) -> list[Any]:
                     html.Tr(
                         [
                             html.Th(h)
-                            for h in ("fix", "CC step with it", "recovers", "alternative to")
+                            for h in (
+                                "fix",
+                                "CC step with it",
+                                "recovers",
+                                "of which without CC",
+                                "alternative to",
+                            )
                         ]
                     )
                 ]
@@ -188,6 +194,11 @@ def content(pred: Any) -> list[Any]:
                             html.Td([html.Code(f.fix), " ", f.text]),
                             html.Td(fmt_ns(f.predicted_step_ns)),
                             html.Td(fmt_ns(f.recovery_ns_per_step)),
+                            html.Td(
+                                "—"
+                                if f.recovery_without_cc_ns_per_step is None
+                                else fmt_ns(f.recovery_without_cc_ns_per_step)
+                            ),
                             html.Td(", ".join(f.alternative_to) or "—"),
                         ],
                         **{"data-fix": f.fix},  # type: ignore[arg-type]

@@ -50,6 +50,12 @@ def _paid(m: Any) -> str:
     return "—" if v is None else units.duration(v, signed=True)
 
 
+def _without_cc(fx: Any) -> str:
+    """What a fix saves on the CC-off run, or a dash where the model does not say."""
+    v = fx.recovery_without_cc_ns_per_step
+    return "—" if v is None else units.duration(v)
+
+
 def render_text(p: Any, console: Any = None) -> None:
     """Print the prediction on a terminal (rich)."""
     from rich import box
@@ -93,17 +99,18 @@ def render_text(p: Any, console: Any = None) -> None:
         "paid (calls, GPU rows) before any overlap (— where only the replay can tell)"
     )
     if p.fixes:
-        fheads = ["fix", "CC step with it", "recovers", "alternative to"] + (
+        fheads = ["fix", "CC step with it", "recovers", "without CC", "alternative to"] + (
             ["what"] if wide else []
         )
         f = Table(*fheads, box=box.SIMPLE)
-        for c in f.columns[:3]:
+        for c in f.columns[:4]:
             c.no_wrap = True
         for fx in p.fixes:
             f.add_row(
                 fx.fix,
                 d(fx.predicted_step_ns),
                 d(fx.recovery_ns_per_step),
+                _without_cc(fx),
                 ", ".join(fx.alternative_to) or "—",
                 *([fx.text] if wide else []),
             )
@@ -111,6 +118,10 @@ def render_text(p: Any, console: Any = None) -> None:
         if not wide:
             for fx in p.fixes:
                 con.print(f"  {fx.fix}: {fx.text}")
+        con.print(
+            "without CC: what the same fix saves on the CC-off run (the part of its recovery that "
+            "is not CC's; — where the model charges the fix only through CC's costs)"
+        )
         if any(fx.alternative_to for fx in p.fixes):
             con.print("fixes marked as alternatives replace each other: pick one, do not add them")
     for w in p.warnings:
@@ -151,15 +162,21 @@ def render_markdown(p: Any) -> str:
     if p.fixes:
         lines += [
             "",
-            "| fix | CC step with it | recovers | alternative to |",
-            "|---|---:|---:|---|",
+            "| fix | CC step with it | recovers | without CC | alternative to |",
+            "|---|---:|---:|---:|---|",
         ]
         for fx in p.fixes:
             lines.append(
                 f"| `{esc(fx.fix)}`: {esc(fx.text)} | {d(fx.predicted_step_ns)} | "
-                f"{d(fx.recovery_ns_per_step)} | {esc(', '.join(fx.alternative_to) or '—')} |"
+                f"{d(fx.recovery_ns_per_step)} | {_without_cc(fx)} | "
+                f"{esc(', '.join(fx.alternative_to) or '—')} |"
             )
-        lines += ["", "Fixes marked as alternatives replace each other: pick one, never add them."]
+        lines += [
+            "",
+            "Fixes marked as alternatives replace each other: pick one, never add them. *Without "
+            "CC*: what the same fix saves on the CC-off run, the part of its recovery that is not "
+            "CC's (— where the model charges the fix only through CC's costs).",
+        ]
     lines += [
         "",
         f"How: {esc(p.method)}.",
