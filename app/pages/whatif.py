@@ -157,11 +157,7 @@ def content(pred: Any) -> list[Any]:
                 [
                     html.Td(mechanism_label(m.mechanism) + (f" ({m.path})" if m.path else "")),
                     html.Td(fmt_ns(m.ns_per_step, signed=True)),
-                    html.Td(
-                        "—"
-                        if m.paid_ns_per_step is None
-                        else fmt_ns(m.paid_ns_per_step, signed=True)
-                    ),
+                    html.Td(fmt_ns(m.paid_ns_per_step, signed=True)),  # — for None
                     html.Td(f"{m.count_per_step:g}"),
                     html.Td(m.text),
                 ]
@@ -194,11 +190,7 @@ def content(pred: Any) -> list[Any]:
                             html.Td([html.Code(f.fix), " ", f.text]),
                             html.Td(fmt_ns(f.predicted_step_ns)),
                             html.Td(fmt_ns(f.recovery_ns_per_step)),
-                            html.Td(
-                                "—"
-                                if f.recovery_without_cc_ns_per_step is None
-                                else fmt_ns(f.recovery_without_cc_ns_per_step)
-                            ),
+                            html.Td(fmt_ns(f.recovery_without_cc_ns_per_step)),  # — for None
                             html.Td(", ".join(f.alternative_to) or "—"),
                         ],
                         **{"data-fix": f.fix},  # type: ignore[arg-type]

@@ -44,18 +44,6 @@ def headline(p: Any) -> str:
     return text + "."
 
 
-def _paid(m: Any) -> str:
-    """A mechanism's paid cost per step, or a dash where only the replay can tell."""
-    v = m.paid_ns_per_step
-    return "—" if v is None else units.duration(v, signed=True)
-
-
-def _without_cc(fx: Any) -> str:
-    """What a fix saves on the CC-off run, or a dash where the model does not say."""
-    v = fx.recovery_without_cc_ns_per_step
-    return "—" if v is None else units.duration(v)
-
-
 def render_text(p: Any, console: Any = None) -> None:
     """Print the prediction on a terminal (rich)."""
     from rich import box
@@ -86,7 +74,7 @@ def render_text(p: Any, console: Any = None) -> None:
             _label(m),
             d(m.ns_per_step, signed=True),
             units.share(m.ns_per_step / delta) if delta else "—",
-            _paid(m),
+            d(m.paid_ns_per_step, signed=True),
             units.number(m.count_per_step),
             *([m.text] if wide else []),
         )
@@ -110,7 +98,7 @@ def render_text(p: Any, console: Any = None) -> None:
                 fx.fix,
                 d(fx.predicted_step_ns),
                 d(fx.recovery_ns_per_step),
-                _without_cc(fx),
+                d(fx.recovery_without_cc_ns_per_step),
                 ", ".join(fx.alternative_to) or "—",
                 *([fx.text] if wide else []),
             )
@@ -146,7 +134,8 @@ def render_markdown(p: Any) -> str:
     ]
     for m in p.mechanisms:
         lines.append(
-            f"| {esc(_label(m))} | {d(m.ns_per_step, signed=True)} | {_paid(m)} | "
+            f"| {esc(_label(m))} | {d(m.ns_per_step, signed=True)} | "
+            f"{d(m.paid_ns_per_step, signed=True)} | "
             f"{units.number(m.count_per_step)} | {esc(m.text)} |"
         )
     lines += [
@@ -168,7 +157,7 @@ def render_markdown(p: Any) -> str:
         for fx in p.fixes:
             lines.append(
                 f"| `{esc(fx.fix)}`: {esc(fx.text)} | {d(fx.predicted_step_ns)} | "
-                f"{d(fx.recovery_ns_per_step)} | {_without_cc(fx)} | "
+                f"{d(fx.recovery_ns_per_step)} | {d(fx.recovery_without_cc_ns_per_step)} | "
                 f"{esc(', '.join(fx.alternative_to) or '—')} |"
             )
         lines += [
