@@ -920,7 +920,23 @@ def _describe(m: str, cnt: dict[str, float], k: dict[str, float]) -> tuple[float
     return 1.0, t.format(toll=d(k["context_creation_ns"]))
 
 
-def _paid(ctx: _Ctx, m: str, k: dict[str, float], copy_at: str) -> int | None:
+def _paid_base(ctx: _Ctx, k: dict[str, float], copy_at: str) -> tuple[RowCosts, np.ndarray]:
+    """What :func:`_paid` compares each mechanism's costs with, computed once: the costs with no
+    mechanism on (the calibration's alone) and which event rows lie in a step."""
+    _, without = _costs(ctx, frozenset(), k, copy_at=copy_at)
+    in_step = np.zeros(ctx.n_rows, dtype=bool)
+    for f in (ctx.calls, ctx.gpu):
+        in_step[f.filter(pl.col("step").is_not_null())["_row"].to_numpy()] = True
+    return without, in_step
+
+
+def _paid(
+    ctx: _Ctx,
+    m: str,
+    k: dict[str, float],
+    copy_at: str,
+    base: tuple[RowCosts, np.ndarray],
+) -> int | None:
     """What mechanism ``m`` costs per step where it is paid, before any overlap: the costs its
     injection puts on the calls and GPU rows inside steps (less the calibration's, common to every
     replay), plus what the replay itself scales (the sync toll, the collectives' bandwidth).
@@ -932,10 +948,7 @@ def _paid(ctx: _Ctx, m: str, k: dict[str, float], copy_at: str) -> int | None:
         syncs = ctx.calls.filter((pl.col("cls") == "sync") & pl.col("step").is_not_null())
         return round(syncs.height * k["sync_toll_ns"] / n_steps)
     _, with_m = _costs(ctx, frozenset({m}), k, copy_at=copy_at)
-    _, without = _costs(ctx, frozenset(), k, copy_at=copy_at)
-    in_step = np.zeros(ctx.n_rows, dtype=bool)
-    for f in (ctx.calls, ctx.gpu):
-        in_step[f.filter(pl.col("step").is_not_null())["_row"].to_numpy()] = True
+    without, in_step = base
     total = 0.0
     for a, b in (
         (with_m.call_ns, without.call_ns),
@@ -954,6 +967,7 @@ def _mechanism_rows(
     ctx: _Ctx, phi: dict[str, float], k: dict[str, float], platform: Platform
 ) -> list[MechanismCost]:
     cnt = _counts(ctx)
+    base = _paid_base(ctx, k, platform.copy_cost_at)
     rows: list[MechanismCost] = []
     for m in MECHANISMS:
         if m not in phi:
@@ -986,7 +1000,7 @@ def _mechanism_rows(
             MechanismCost(
                 mechanism=m,
                 ns_per_step=round(phi[m]),
-                paid_ns_per_step=_paid(ctx, m, k, platform.copy_cost_at),
+                paid_ns_per_step=_paid(ctx, m, k, platform.copy_cost_at, base),
                 count_per_step=round(n, 2),
                 text=text,
             )

@@ -44,11 +44,34 @@ def headline(p: Any) -> str:
     return text + "."
 
 
+def _table_with_sentences(
+    con: Any,
+    heads: list[str],
+    sentence_head: str,
+    rows: list[tuple[str, list[str], str]],
+    wide: bool,
+    no_wrap: range,
+) -> None:
+    """Print a table of (label, cells, sentence) rows: the sentence as the last column on a wide
+    console, else as ``label: sentence`` lines under the table; the columns in ``no_wrap`` never
+    wrap."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(*heads, *([sentence_head] if wide else []), box=box.SIMPLE)
+    for i in no_wrap:
+        t.columns[i].no_wrap = True
+    for label, cells, sentence in rows:
+        t.add_row(label, *cells, *([sentence] if wide else []))
+    con.print(t)
+    if not wide:
+        for label, _, sentence in rows:
+            con.print(f"  {label}: {sentence}")
+
+
 def render_text(p: Any, console: Any = None) -> None:
     """Print the prediction on a terminal (rich)."""
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
     con = console or Console()
     d = units.duration
@@ -59,53 +82,55 @@ def render_text(p: Any, console: Any = None) -> None:
     )
     if p.one_time_ns and not p.one_time_in_steps:
         con.print(f"one-time context creation under CC: +{d(p.one_time_ns)} before the first step")
-    # the "how" column beside the numbers on a wide console; below the table on a narrow one (a
-    # pipe is 80 columns: the sentences would wrap a word per line)
+    # the sentences beside the numbers on a wide console; below the table on a narrow one (a
+    # pipe is 80 columns: they would wrap a word per line)
     wide = con.width >= 130
-    heads = ["mechanism", "per step", "share", "paid/step", "count/step"] + (
-        ["how"] if wide else []
-    )
-    t = Table(*heads, box=box.SIMPLE)
-    for c in t.columns[1:5]:  # the numbers whole; a long mechanism label may wrap
-        c.no_wrap = True
     delta = p.predicted_step_ns.median - p.baseline_step_ns
-    for m in p.mechanisms:
-        t.add_row(
-            _label(m),
-            d(m.ns_per_step, signed=True),
-            units.share(m.ns_per_step / delta) if delta else "—",
-            d(m.paid_ns_per_step, signed=True),
-            units.number(m.count_per_step),
-            *([m.text] if wide else []),
-        )
-    con.print(t)
-    if not wide:
-        for m in p.mechanisms:
-            con.print(f"  {_label(m)}: {m.text}")
+    _table_with_sentences(
+        con,
+        ["mechanism", "per step", "share", "paid/step", "count/step"],
+        "how",
+        [
+            (
+                _label(m),
+                [
+                    d(m.ns_per_step, signed=True),
+                    units.share(m.ns_per_step / delta) if delta else "—",
+                    d(m.paid_ns_per_step, signed=True),
+                    units.number(m.count_per_step),
+                ],
+                m.text,
+            )
+            for m in p.mechanisms
+        ],
+        wide,
+        range(1, 5),  # the numbers whole; a long mechanism label may wrap
+    )
     con.print(
         "per step: what the mechanism adds to the step time; paid: what it costs where it is "
         "paid (calls, GPU rows) before any overlap (— where only the replay can tell)"
     )
     if p.fixes:
-        fheads = ["fix", "CC step with it", "recovers", "without CC", "alternative to"] + (
-            ["what"] if wide else []
+        _table_with_sentences(
+            con,
+            ["fix", "CC step with it", "recovers", "without CC", "alternative to"],
+            "what",
+            [
+                (
+                    fx.fix,
+                    [
+                        d(fx.predicted_step_ns),
+                        d(fx.recovery_ns_per_step),
+                        d(fx.recovery_without_cc_ns_per_step),
+                        ", ".join(fx.alternative_to) or "—",
+                    ],
+                    fx.text,
+                )
+                for fx in p.fixes
+            ],
+            wide,
+            range(4),
         )
-        f = Table(*fheads, box=box.SIMPLE)
-        for c in f.columns[:4]:
-            c.no_wrap = True
-        for fx in p.fixes:
-            f.add_row(
-                fx.fix,
-                d(fx.predicted_step_ns),
-                d(fx.recovery_ns_per_step),
-                d(fx.recovery_without_cc_ns_per_step),
-                ", ".join(fx.alternative_to) or "—",
-                *([fx.text] if wide else []),
-            )
-        con.print(f)
-        if not wide:
-            for fx in p.fixes:
-                con.print(f"  {fx.fix}: {fx.text}")
         con.print(
             "without CC: what the same fix saves on the CC-off run (the part of its recovery that "
             "is not CC's; — where the model charges the fix only through CC's costs)"
