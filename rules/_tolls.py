@@ -428,8 +428,9 @@ def side_effect_evidence(
             "ns_per_step": int(side_ns),
             "tolled_gap_share": round(side.tolled_share, 3),
             "why": "host gaps beside the tolled launches grew in proportion to their length "
-            "and no host code outside CUDA calls is seen to grow (no cpu_op control, or it "
-            "did not grow): the toll's side effect, not slower host code (HS01 stays quiet)",
+            "and no host code away from them is seen to grow (no cpu_op control, or it did "
+            "not grow, or the gaps beside no explaining call did not): the toll's side "
+            "effect, not slower host code (HS01 stays quiet)",
         }
     }
     text = (

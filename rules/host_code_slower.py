@@ -60,8 +60,8 @@ class HostCodeSlower(Rule):
 
     ## Limits
     Cannot tell CPU-side CC cost from non-CC slowdown. Gaps 80 % of which sit beside tolled
-    launches, each stretched alike, with no cpu_op control saying host code got slower, are
-    LA01's (``rules/_host.side_effect``). Slices lost in fewer than 3 steps are not told from
+    launches, each stretched alike, are LA01's (``rules/_host.side_effect``) unless the cpu_ops
+    and the gaps beside no explaining call (if any) both say host code got slower. Slices lost in fewer than 3 steps are not told from
     noise. Growth inside calls common to every launch path is left unattributed.
 
     ## Options

@@ -44,9 +44,10 @@ class KernelLaunchToll(Rule):
     the fitted cost out of each treatment launch of a fired path and out of the gaps beside it.
     Ledger claims: ``launch_api`` and ``gap_launch``. Host-only treatments: the growth of ops
     that launched kernels. The toll's side effect: where 80 % of the host gap time sits beside
-    tolled launches and no cpu_op control says host code got slower, the gaps' growth in
-    proportion to their length is claimed too (``host_side_effect`` in the evidence;
-    ``rules/_host.side_effect``).
+    tolled launches and nothing outside them says host code got slower (the cpu_op control
+    and, where there are any, the gaps beside no explaining call), the gaps' growth in
+    proportion to their length is claimed too, however small (``host_side_effect`` in the
+    evidence, part of the paid cost; ``rules/_host.side_effect``).
 
     ## Example
     ``tests/rules/cases/kernel-launch-toll.yaml`` ``fires_when_every_launch_pays_a_toll``: 100

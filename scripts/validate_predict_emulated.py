@@ -521,6 +521,12 @@ WHY_MECH = {
         "the truth (10.8 ms, CI 9.8–12.5) is 33 % above the tolls injected (8.17 ms; 8.39 "
         "predicted): as for hf_generate_gpt2, the toll costs this host more than itself"
     ),
+    ("hf_generate_olmo_after", "launch_toll"): (
+        "the truth (16.9 ms, CI 10.3–18.1) is 2.1x the tolls injected (8.13 ms, all predicted): "
+        "the toll spun after each launch costs this host more than itself; `ccdiag analyze` "
+        "measures 4.48 ms/step of it on the host code beside the tolled launches (their side "
+        "effect), which a CC-off trace cannot show"
+    ),
     ("hf_generate_falcon_after", "launch_toll"): (
         "the truth (38.6 ms, CI 25.0–41.8) is 3.1x the tolls injected (12.30 ms, all "
         "predicted), in a session whose baseline steps were themselves uneven (the shipped "

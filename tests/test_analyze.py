@@ -245,3 +245,83 @@ def test_the_blocked_copies_finding_says_its_own_paid_cost(sample: str) -> None:
     a = next(a for a in r.attribution if a.mechanism == "blocked_non_blocking")
     assert a.paid_ns_per_step is not None
     assert f"{duration(a.paid_ns_per_step)}/step beyond the padding" in a.summary
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_each_mechanism_shows_what_it_adds_and_what_it_paid(columns: int) -> None:
+    """Issue 12: every mechanism's paid cost beside what it adds to the step, in the CLI, the
+    Markdown report and the frames, with one legend. kv_offload's copies add 1.77 ms a step and
+    cost 1.97 ms where they are paid (part overlaps). On a pipe's 80 columns each finding is a
+    whole line under the table, not one word per line beside it, and no number is cut."""
+    from ccdiag.report.legend import PER_STEP_AND_PAID
+    from ccdiag.report.markdown import render_markdown
+    from ccdiag.units import duration
+
+    d = SAMPLES / "kv_offload"
+    r = api.diagnose(d / "baseline.json.gz", d / "treatment.json.gz")
+    copies = next(a for a in r.attribution if a.mechanism == "serialized_copies")
+    assert copies.paid_ns_per_step is not None and copies.paid_ns_per_step > copies.ns_per_step
+    env = {**__import__("os").environ, "COLUMNS": str(columns)}
+    out = subprocess.run(
+        [sys.executable, "-m", "ccdiag.cli", "analyze", str(d / "baseline.json.gz"),
+         str(d / "treatment.json.gz")],
+        capture_output=True, text=True, env=env,
+    ).stdout  # fmt: skip
+    row = next(x for x in out.splitlines() if x.lstrip().startswith("serialized_copies"))
+    cells = [c.strip() for c in row.split("│")]
+    assert cells[1:3] == [duration(copies.ns_per_step), duration(copies.paid_ns_per_step)]
+    assert max(len(x) for x in out.splitlines()) <= columns
+    finding = f"[{copies.rule}] {copies.summary}"
+    if columns < 130:
+        assert f"  serialized_copies: {finding}" in out.replace("\n", " ")
+    else:
+        assert finding[:40] in row
+    assert " ".join(PER_STEP_AND_PAID.split()) in " ".join(out.split())
+    md = render_markdown(r)
+    assert "| mechanism | per step | paid | share |" in md
+    assert duration(copies.paid_ns_per_step, signed=True) in md
+    frame = r.to_polars("attribution")
+    assert frame.filter(pl.col("mechanism") == "serialized_copies")["paid_ns_per_step"].item() == (
+        copies.paid_ns_per_step
+    )
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_a_finding_that_quotes_brackets_is_printed_as_written(columns: int) -> None:
+    """The verdict, findings, fixes and rule reasons quote names read from traces (and file
+    names); rich would take ``[bold]``
+    or ``[/x]`` in them for markup (eaten, or a MarkupError), beside the numbers or under them."""
+    from rich.console import Console
+
+    from ccdiag.report.analysis import verdict_renderable
+
+    d = SAMPLES / "kv_offload"
+    r = api.diagnose(d / "baseline.json.gz", d / "treatment.json.gz")
+    a, fix, rule = r.attribution[0], r.recommendations[0], r.rules[0]
+    odd = "kernel [bold]void at::[/x] foo"
+    r = r.model_copy(
+        update={
+            "attribution": [a.model_copy(update={"summary": odd}), *r.attribution[1:]],
+            "recommendations": [fix.model_copy(update={"text": odd, "method": odd})],
+            "rules": [rule.model_copy(update={"reason": odd}), *r.rules[1:]],
+            "verdict": odd,
+        }
+    )
+    con = Console(width=columns, record=True, color_system=None)
+    con.print(verdict_renderable(r, details=True))
+    out = con.export_text()  # in a narrow table cell the words wrap, whole
+    assert out.count("[bold]void") == 5 and out.count("at::[/x]") == 5, out
+
+
+def test_a_file_name_with_brackets_is_printed_as_written(tmp_path: Path) -> None:
+    """``summary`` and ``predict`` print the trace's file name; rich took ``[bold]`` in it for
+    markup and dropped it."""
+    odd = tmp_path / "run [bold]x.json.gz"
+    odd.write_bytes((SAMPLES / "decode_eager" / "baseline.json.gz").read_bytes())
+    env = {**__import__("os").environ, "COLUMNS": "200"}
+    for args in (["summary", str(odd)], ["predict", str(odd), "--platform", "b200"]):
+        res = subprocess.run(
+            [sys.executable, "-m", "ccdiag.cli", *args], capture_output=True, text=True, env=env
+        )
+        assert res.returncode == 0, res.stderr
+        assert "run [bold]x.json.gz" in res.stdout, (args, res.stdout[:400])

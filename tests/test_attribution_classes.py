@@ -54,21 +54,25 @@ def _share(r: Report, m: str) -> float:
 def test_class1_a_launch_toll_on_some_paths_is_not_slower_host_code_kineto() -> None:
     """hf_generate_llama (HF ``generate()``, eager, Kineto): 924 of 1,232 launches per step
     tolled (cuBLAS's own launches not). The first version gave 50-62 % to host_slowdown. The
-    toll's paid cost is the shim's exact count (11.33 ms/step for 11.32 injected)."""
+    toll's paid cost is the shim's exact count (11.33 ms/step for 11.32 injected) and, beside
+    it, its side effect: 0.69 ms/step of host code beside the tolled launches that grew 4.7 %
+    (the shim counts its spin only)."""
     r, g = _report("hf_generate_llama"), _truth("hf_generate_llama")
     att = _att(r)
     toll = next(a for a in r.attribution if a.mechanism == "launch_toll")
     injected = g["injected_ns_per_step"]["launch_toll"]
-    assert abs(float(toll.paid_ns_per_step or 0) - injected) <= 0.05 * injected
+    side = toll.evidence["host_side_effect"]["ns_per_step"]
+    assert 0.02 * injected <= side <= 0.10 * injected
+    assert abs(float(toll.paid_ns_per_step or 0) - side - injected) <= 0.05 * injected
     assert abs(att.get("host_slowdown", 0)) < 0.03 * r.partition.total_ns_per_step
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="a miss, not a pass (TUNE, on constants the gaps identify): the toll's impact is "
-    "13.7 ms/step for 11.3 injected; ccdiag gives the toll its paid 11.3 ms (-17 %) and leaves "
-    "the 2.3 ms of host code around it that grew 4.7 % per ns (cpu_op control 1.035x, under "
-    "HS01's 1.05 floor) unattributed (17 %); before, unidentified per-kernel constants took it",
+    "13.7 ms/step for 11.3 injected; ccdiag gives the toll 12.0 ms (-12 %: its paid 11.3 ms and "
+    "0.69 ms of host code around it that grew 4.7 % per ns, claimed since the side effect has "
+    "no floor) and leaves 12 % of the delta unattributed (17 % with the floor)",
 )
 def test_class1_the_kineto_tolls_impact_is_attributed_in_full() -> None:
     r, g = _report("hf_generate_llama"), _truth("hf_generate_llama")
@@ -288,3 +292,24 @@ def test_the_launch_finding_says_what_its_removal_takes(pair: str) -> None:
     m = re.search(r"launches/step, (.+?)/step paid on", a.summary)
     assert m is not None and a.paid_ns_per_step is not None
     assert m.group(1) == duration(a.paid_ns_per_step)
+
+
+@pytest.mark.parametrize(
+    ("pair", "before"),
+    [("hf_generate_gptneo_after", 0.14), ("hf_generate_gptj_launch", 0.22)],
+)
+def test_class1_cpu_ops_that_grew_with_the_toll_leave_it_its_side_effect(
+    pair: str, before: float
+) -> None:
+    """The toll alone (HF ``generate()``, Kineto; GPT-Neo with the toll spun after each launch,
+    GPT-J before it). The cpu_ops without CUDA calls run between the tolled launches and grew
+    with them (1.055x, 1.063x), which once counted as "host code got slower", so the host gaps
+    beside the tolled launches (+7.1 %, +9.0 %) were neither LA01's side effect nor HS01's
+    (under its floor for gaps beside explaining calls): ``before`` of the delta unattributed. The
+    gaps beside no explaining call did not grow (-0.5 %, +4.7 %), so nothing away from the toll
+    says host code got slower."""
+    r = _report(pair)
+    assert abs(r.unattributed_share) <= 0.10, (r.unattributed_share, before)
+    assert abs(_share(r, "host_slowdown")) < 0.03
+    toll = next(a for a in r.attribution if a.mechanism == "launch_toll")
+    assert toll.evidence["host_side_effect"]["ns_per_step"] > 0

@@ -5,6 +5,7 @@ tolled, not on where the toll is paid: a toll inside the call and one beside it 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,12 +54,33 @@ def test_growth_away_from_tolled_launches_is_not_the_tolls() -> None:
     assert not hs.side_effect(_gaps(0.3), NO_OPS, tolled_share=0.0).applies
 
 
-def test_small_noisy_or_moved_growth_is_no_claim() -> None:
-    # below the smallest growth HS01 calls slower host code (1.05x)
-    assert hs.side_effect(_gaps(0.04), NO_OPS, 0.9).h == 0.0
+def test_noisy_or_moved_growth_is_no_claim() -> None:
     assert hs.side_effect(_gaps(0.5, se=0.5), NO_OPS, 0.9).h == 0.0
+    assert hs.side_effect(_gaps(-0.04), NO_OPS, 0.9).h == 0.0
     moved = (1.5, 0.0, -0.1, 0.0, 0.0, -0.1, 0.0, 0.0, 0.0, 0.0)  # not across the step
     assert hs.side_effect(_gaps(0.3, windows=moved), NO_OPS, 0.9).h == 0.0
+
+
+def test_small_growth_beside_tolled_launches_is_the_tolls() -> None:
+    # under the smallest growth HS01 calls slower host code (1.05x) it was nobody's: HF
+    # generate() on Llama with the toll alone (Kineto), gaps 1.047x at z 8.5, 17 % of the
+    # delta unattributed. The toll is there (LA01 fired): the floor decided only its size.
+    se = hs.side_effect(_gaps(0.047, se=0.0055), NO_OPS, 0.88)
+    assert se.applies and se.h == pytest.approx(0.047)
+
+
+def test_cpu_ops_that_grew_with_the_toll_are_no_control_where_gaps_away_from_it_did_not() -> None:
+    # HF generate() on GPT-Neo, the toll spun after each launch (Kineto): cpu_ops 1.055x, the
+    # gaps beside no explaining call -0.5 % (z -1.7), those beside the tolled launches +7.1 %
+    away = _gaps(0.071, se=0.0043)
+    away = replace(away, h_mean=-0.0046, h_mean_se=0.0027)
+    assert hs.side_effect(away, _ops(1.055), tolled_share=0.86).applies
+    # the gaps away from the toll grew too: HF OPT beside a CPU neighbour under nsys, the gaps
+    # stretched 1.096x, those beside no explaining call +7.2 % (z 14)
+    grown = replace(away, h_mean=0.0716, h_mean_se=0.0052)
+    assert not hs.side_effect(grown, _ops(1.096), tolled_share=0.86).applies
+    # the gaps alone are no control: under nsys the toll alone grew them 34-65 %
+    assert hs.side_effect(grown, NO_OPS, tolled_share=0.86).applies
 
 
 def test_growth_below_hs01s_floor_beside_calls_is_still_the_tolls() -> None:

@@ -131,6 +131,18 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_gptneo_after": ("hf_generate_gptneo_after", "treatment", "HELD-OUT-14"),
     "hf_generate_stablelm": ("hf_generate_stablelm", "treatment", "HELD-OUT-14"),
     "hf_generate_stablelm_after": ("hf_generate_stablelm_after", "treatment", "HELD-OUT-14"),
+    # HELD-OUT-15, declared 2026-12-05 before its capture: scripts/device/run_v17_heldout15.sh
+    "hf_generate_olmo_launch": ("hf_generate_olmo", "only_launch", "HELD-OUT-15"),
+    "hf_generate_olmo_cpu": ("hf_generate_olmo", "only_cpu", "HELD-OUT-15"),
+    "hf_generate_olmo_both": ("hf_generate_olmo", "treatment", "HELD-OUT-15"),
+    "hf_generate_olmo_after": ("hf_generate_olmo_after", "treatment", "HELD-OUT-15"),
+    "hf_generate_cohere": ("hf_generate_cohere", "treatment", "HELD-OUT-15"),
+    "hf_generate_cohere_after": ("hf_generate_cohere_after", "treatment", "HELD-OUT-15"),
+    # HELD-OUT-16, declared 2026-12-05 before its capture: scripts/device/run_v18_heldout16.sh
+    "hf_generate_qwen3": ("hf_generate_qwen3", "treatment", "HELD-OUT-16"),
+    "hf_generate_qwen3_after": ("hf_generate_qwen3_after", "treatment", "HELD-OUT-16"),
+    "hf_generate_granite": ("hf_generate_granite", "treatment", "HELD-OUT-16"),
+    "hf_generate_granite_after": ("hf_generate_granite_after", "treatment", "HELD-OUT-16"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -189,6 +201,14 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     # HELD-OUT-14, declared 2026-12-04 before its capture: scripts/device/run_v16_heldout14.sh
     "hf_generate_gptneo_nsys_il": ("hf_generate_gptneo", "HELD-OUT-14"),
     "hf_generate_stablelm_nsys_il": ("hf_generate_stablelm", "HELD-OUT-14"),
+    # HELD-OUT-15, declared 2026-12-05 before its capture: scripts/device/run_v17_heldout15.sh
+    "hf_generate_olmo_nsys_il": ("hf_generate_olmo_launch", "HELD-OUT-15"),
+    "hf_generate_olmo_cpu_nsys_il": ("hf_generate_olmo_both", "HELD-OUT-15"),
+    "hf_generate_olmo_cpuonly_nsys_il": ("hf_generate_olmo_cpu", "HELD-OUT-15"),
+    "hf_generate_cohere_nsys_il": ("hf_generate_cohere", "HELD-OUT-15"),
+    # HELD-OUT-16, declared 2026-12-05 before its capture: scripts/device/run_v18_heldout16.sh
+    "hf_generate_qwen3_nsys_il": ("hf_generate_qwen3", "HELD-OUT-16"),
+    "hf_generate_granite_nsys_il": ("hf_generate_granite", "HELD-OUT-16"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -214,6 +234,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_phi_cpuonly_nsys_il": ("hf_generate_phi_cpu_nsys_il", "only_cpu"),
     "hf_generate_gemma_cpu_nsys_il": ("hf_generate_gemma_cpu_nsys_il", "treatment"),
     "hf_generate_gemma_cpuonly_nsys_il": ("hf_generate_gemma_cpu_nsys_il", "only_cpu"),
+    "hf_generate_olmo_cpu_nsys_il": ("hf_generate_olmo_cpu_nsys_il", "treatment"),
+    "hf_generate_olmo_cpuonly_nsys_il": ("hf_generate_olmo_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -50,6 +50,11 @@ def _header(report: Any, mechanism: str) -> list[Any]:
     spread = (
         f" · per step p10–p90 {fmt_ns(a.spread.p10)} – {fmt_ns(a.spread.p90)}" if a.spread else ""
     )
+    paid = (
+        f" · paid {fmt_ns(a.paid_ns_per_step)} per step where it is paid, before any overlap"
+        if a.paid_ns_per_step is not None
+        else ""
+    )
     parts = [{"ledger category": k, "per step": fmt_ns(v)} for k, v in a.parts.items()]
     share = truth.share_of_delta(report, a.ns_per_step)
     nothing = (
@@ -71,7 +76,8 @@ def _header(report: Any, mechanism: str) -> list[Any]:
             [
                 html.Div(
                     f"{fmt_ns(a.ns_per_step)} per step · {fmt_share(share)} of the delta "
-                    f"({truth.delta_text(report)}) · confidence {a.confidence} · rule {a.rule}{spread}",
+                    f"({truth.delta_text(report)}){paid} · confidence {a.confidence} · rule "
+                    f"{a.rule}{spread}",
                     className="big-line",
                 ),
                 html.P(a.summary),

@@ -446,6 +446,27 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
         vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
         num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
         partial_rotary_factor=0.25, **_IDS)),
+    # OLMo: LayerNorm without parameters, SwiGLU FFN, rotary, no biases
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=h, max_position_embeddings=512,
+        pad_token_id=0, **_IDS)),
+    # Cohere (Command-R): attention and MLP in parallel, LayerNorm, logits scaled, GQA
+    "cohere": ("CohereConfig", "CohereForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
+        logit_scale=0.0625, pad_token_id=0, **_IDS)),
+    # Qwen3: RMSNorm on the queries and keys of each head, grouped-query attention
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), head_dim=d // h,
+        max_position_embeddings=512, pad_token_id=0, **_IDS)),
+    # Granite: scaled embeddings, residuals, attention and logits (muP-style multipliers)
+    "granite": ("GraniteConfig", "GraniteForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
+        embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.015625,
+        logits_scaling=8.0, pad_token_id=0, **_IDS)),
     # encoder-decoder: cross-attention, relative position buckets
     "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
@@ -457,7 +478,8 @@ class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
     A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, Phi, Falcon,
-    Gemma, StarCoder2, GPT-Neo, StableLM, or the encoder-decoder T5: :data:`HF_ARCHS`) built
+    Gemma, StarCoder2, GPT-Neo, StableLM, OLMo, Cohere, Qwen3, Granite, or the encoder-decoder T5:
+    :data:`HF_ARCHS`) built
     from a config (no download); one step is one ``generate()`` call of ``new_tokens`` tokens after a
     ``prompt``-token prefill (``min_new_tokens`` pins the length), ending with a host sync.
     """

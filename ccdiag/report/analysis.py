@@ -14,6 +14,8 @@ from rich.text import Text
 
 from ccdiag import units
 from ccdiag.report.job import job_renderables
+from ccdiag.report.layout import SentenceTable
+from ccdiag.report.legend import PER_STEP_AND_PAID
 from ccdiag.verdict import Report
 
 if TYPE_CHECKING:
@@ -45,33 +47,35 @@ def _steps(r: Report) -> Table:
     return t
 
 
-def _attribution(r: Report) -> Table:
+def _attribution(r: Report) -> Group:
+    """The partition: a row per mechanism with its two costs (``PER_STEP_AND_PAID``) and its
+    finding (beside the numbers on a wide console, below the table on a narrow one)."""
     total = r.partition.total_ns_per_step if r.partition else r.step_ns.delta
-    t = Table(title="Where the extra time goes", title_justify="left", show_edge=False)
-    cols: tuple[tuple[str, JustifyMethod], ...] = (
-        ("mechanism", "left"),
-        ("per step", "right"),
-        ("share", "right"),
-        ("conf.", "left"),
-        ("finding", "left"),
-    )
-    for c, j in cols:
-        t.add_column(c, justify=j)
-    for a in r.attribution:
-        t.add_row(
-            a.mechanism,
-            _us(a.ns_per_step),
-            f"{a.share:.0%}",
-            Text(a.confidence, style=_CONF[a.confidence]),
+    widest = max([len("unattributed"), *(len(a.mechanism) for a in r.attribution)])
+
+    def make() -> Table:
+        t = Table(title="Where the extra time goes", title_justify="left", show_edge=False)
+        t.add_column("mechanism", min_width=widest)  # the name whole
+        for c in ("per step", "paid", "share"):
+            t.add_column(c, justify="right")
+        t.add_column("conf.")
+        return t
+
+    rows: list[tuple[list[Any], str | None, str | None]] = [
+        (
+            [a.mechanism, _us(a.ns_per_step), _us(a.paid_ns_per_step), f"{a.share:.0%}",
+             Text(a.confidence, style=_CONF[a.confidence])],
             f"[{a.rule}] {a.summary}",
+            None,
         )
-    t.add_row(
-        "unattributed", _us(r.unattributed_ns_per_step), f"{r.unattributed_share:.0%}", "", ""
-    )
-    t.add_row(
-        "total", _us(total), "100%", "", r.partition.basis if r.partition else "", style="bold"
-    )
-    return t
+        for a in r.attribution
+    ]  # fmt: skip
+    un = r.unattributed_ns_per_step
+    rows.append((["unattributed", _us(un), "", f"{r.unattributed_share:.0%}", ""], None, None))
+    basis = r.partition.basis if r.partition else None
+    rows.append((["total", _us(total), "", "100%", ""], basis, "bold"))
+    table = SentenceTable(make, "finding", rows, no_wrap=range(1, 5))
+    return Group(table, Text(PER_STEP_AND_PAID, style="dim"))
 
 
 def _recommendations(r: Report, n: int = 6) -> Table | None:
@@ -91,7 +95,7 @@ def _recommendations(r: Report, n: int = 6) -> Table | None:
             rec.fix,
             _us(rec.predicted_recovery_ns_per_step),
             f"{rec.share:.0%}",
-            f"{rec.text}\n[dim]{rec.method}[/dim]",
+            Text.assemble(rec.text, "\n", (rec.method, "dim")),  # text, not markup
         )
     return t
 
@@ -118,8 +122,9 @@ def _rules(r: Report) -> Table:
     style = {"fired": "bold", "clean": "green", "skipped": "dim"}
     for o in r.rules:
         t.add_row(
-            f"{o.code} {o.name}", o.mechanism, Text(o.outcome, style=style[o.outcome]), o.reason
-        )
+            f"{o.code} {o.name}", o.mechanism, Text(o.outcome, style=style[o.outcome]),
+            Text(o.reason),
+        )  # fmt: skip
     return t
 
 
@@ -141,12 +146,13 @@ def _skipped(r: Report) -> Table | Text:
 
 def verdict_renderable(r: Report, *, details: bool = True) -> Group:
     """The verdict as rich renderables."""
-    head = (
-        f"[bold]{r.verdict}[/bold]\n"
+    head = Text.assemble(  # text, not markup: file names may hold brackets
+        (r.verdict, "bold"),
+        "\n"
         f"baseline {r.baseline.source} ({r.baseline.profiler}) vs treatment {r.treatment.source} "
         f"({r.treatment.profiler}); {r.step_ns.n_steps} aligned steps"
         + ("; whole-program trace (one step)" if r.whole_program else "")
-        + ("; HOST-ONLY treatment" if r.mode == "host_only" else "")
+        + ("; HOST-ONLY treatment" if r.mode == "host_only" else ""),
     )
     parts: list[Any] = [
         Panel(head, title="ccdiag analyze", expand=False),

@@ -67,7 +67,7 @@ def _ranks(r: Report) -> Table:
     shown = sorted(r.ranks, key=lambda x: -(x.step_ns.treatment if x.step_ns else 1 << 62))
     for x in shown[:MAX_ROWS]:
         if x.step_ns is None:
-            t.add_row(str(x.rank), "-", "-", "-", "-", x.error or "no result", style="red")
+            t.add_row(str(x.rank), "-", "-", "-", "-", Text(x.error or "no result"), style="red")
             continue
         top = x.attribution[0] if x.attribution else None
         top_s = f"{top.mechanism} {duration(top.ns_per_step)}" if top else "-"
@@ -78,7 +78,7 @@ def _ranks(r: Report) -> Table:
             duration(x.step_ns.treatment),
             duration(x.step_ns.delta, signed=True),
             top_s,
-            note,
+            Text(note),
         )
     if len(shown) > MAX_ROWS:
         t.add_row("...", "", "", "", f"{len(shown) - MAX_ROWS} more ranks (--json has all)", "")

@@ -20,6 +20,7 @@ from typing import Any
 
 from ccdiag.report import units
 from ccdiag.report.canonical import canonical
+from ccdiag.report.legend import PER_STEP_AND_PAID
 from ccdiag.verdict import Report
 
 Data = Mapping[str, Any]
@@ -128,6 +129,7 @@ def attribution(d: Data) -> str:
             [
                 code(a["mechanism"]),
                 units.duration(a["ns_per_step"], signed=True),
+                units.duration(a.get("paid_ns_per_step"), signed=True),
                 units.share(a["share"]),
                 spread,
                 a["confidence"],
@@ -135,13 +137,14 @@ def attribution(d: Data) -> str:
             ]
         )
     un = d["unattributed_ns_per_step"]
-    rows.append(["unattributed", units.duration(un, signed=True), units.share(d["unattributed_share"]), "—", "—", "what no rule explains"])  # fmt: skip
-    rows.append(["**total**", f"**{units.duration(total, signed=True)}**", "100.0 %", "—", "—", esc(part.get("basis", ""))])  # fmt: skip
+    rows.append(["unattributed", units.duration(un, signed=True), "—", units.share(d["unattributed_share"]), "—", "—", "what no rule explains"])  # fmt: skip
+    rows.append(["**total**", f"**{units.duration(total, signed=True)}**", "—", "100.0 %", "—", "—", esc(part.get("basis", ""))])  # fmt: skip
     text = "### Where the extra time goes\n\n" + table(
-        ["mechanism", "per step", "share", "per-step p10 … p90", "confidence", "finding"],
+        ["mechanism", "per step", "paid", "share", "per-step p10 … p90", "confidence", "finding"],
         rows,
-        right={1, 2, 3},
+        right={1, 2, 3, 4},
     )
+    text += f"\n\n*{PER_STEP_AND_PAID[0].upper()}{PER_STEP_AND_PAID[1:]}.*"
     steady = part.get("steady_state_ns_per_step")
     if d["whole_program"] and steady is not None and steady != total:
         text += f"\n\nSteady state (without one-time setup): {units.duration(steady, signed=True)} per step."

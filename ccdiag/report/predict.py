@@ -49,42 +49,42 @@ def _table_with_sentences(
     heads: list[str],
     sentence_head: str,
     rows: list[tuple[str, list[str], str]],
-    wide: bool,
     no_wrap: range,
 ) -> None:
-    """Print a table of (label, cells, sentence) rows: the sentence as the last column on a wide
-    console, else as ``label: sentence`` lines under the table; the columns in ``no_wrap`` never
-    wrap."""
+    """Print a table of (label, cells, sentence) rows (:class:`ccdiag.report.layout.SentenceTable`:
+    the sentence as the last column on a wide console, else as ``label: sentence`` lines under
+    the table); the columns in ``no_wrap`` never wrap."""
     from rich import box
     from rich.table import Table
 
-    t = Table(*heads, *([sentence_head] if wide else []), box=box.SIMPLE)
-    for i in no_wrap:
-        t.columns[i].no_wrap = True
-    for label, cells, sentence in rows:
-        t.add_row(label, *cells, *([sentence] if wide else []))
-    con.print(t)
-    if not wide:
-        for label, _, sentence in rows:
-            con.print(f"  {label}: {sentence}")
+    from ccdiag.report.layout import SentenceTable
+
+    con.print(
+        SentenceTable(
+            lambda: Table(*heads, box=box.SIMPLE),
+            sentence_head,
+            [([label, *cells], sentence, None) for label, cells, sentence in rows],
+            no_wrap=list(no_wrap),
+        )
+    )
 
 
 def render_text(p: Any, console: Any = None) -> None:
     """Print the prediction on a terminal (rich)."""
     from rich.console import Console
+    from rich.text import Text
 
     con = console or Console()
     d = units.duration
-    con.print(f"[bold]{headline(p)}[/bold]")
+    # text, not markup: the trace's file name and the platform file's description are the user's
+    con.print(headline(p), style="bold", markup=False)
     con.print(
         f"trace {p.source} ({p.format}, {p.n_steps} steps); platform {p.platform}: "
-        f"{p.platform_description}"
+        f"{p.platform_description}",
+        markup=False,
     )
     if p.one_time_ns and not p.one_time_in_steps:
         con.print(f"one-time context creation under CC: +{d(p.one_time_ns)} before the first step")
-    # the sentences beside the numbers on a wide console; below the table on a narrow one (a
-    # pipe is 80 columns: they would wrap a word per line)
-    wide = con.width >= 130
     delta = p.predicted_step_ns.median - p.baseline_step_ns
     _table_with_sentences(
         con,
@@ -103,7 +103,6 @@ def render_text(p: Any, console: Any = None) -> None:
             )
             for m in p.mechanisms
         ],
-        wide,
         range(1, 5),  # the numbers whole; a long mechanism label may wrap
     )
     con.print(
@@ -128,7 +127,6 @@ def render_text(p: Any, console: Any = None) -> None:
                 )
                 for fx in p.fixes
             ],
-            wide,
             range(4),
         )
         con.print(
@@ -138,7 +136,7 @@ def render_text(p: Any, console: Any = None) -> None:
         if any(fx.alternative_to for fx in p.fixes):
             con.print("fixes marked as alternatives replace each other: pick one, do not add them")
     for w in p.warnings:
-        con.print(f"[yellow]warning:[/yellow] {w}")
+        con.print(Text.assemble(("warning:", "yellow"), f" {w}"))
 
 
 def render_markdown(p: Any) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from ccdiag.report.legend import PER_STEP_AND_PAID
 from ccdiag.report.units import duration, share
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def _attribution(r: Report) -> pl.DataFrame:
             "mechanism": a.mechanism,
             "rule": a.rule,
             "ns_per_step": a.ns_per_step,
+            "paid_ns_per_step": a.paid_ns_per_step,
             "share": a.share,
             "confidence": a.confidence,
             "summary": a.summary,
@@ -51,6 +53,7 @@ def _attribution(r: Report) -> pl.DataFrame:
             "mechanism": "unattributed",
             "rule": None,
             "ns_per_step": r.unattributed_ns_per_step,
+            "paid_ns_per_step": None,
             "share": r.unattributed_share,
             "confidence": None,
             "summary": None,
@@ -60,6 +63,7 @@ def _attribution(r: Report) -> pl.DataFrame:
         "mechanism": pl.String,
         "rule": pl.String,
         "ns_per_step": pl.Int64,
+        "paid_ns_per_step": pl.Int64,
         "share": pl.Float64,
         "confidence": pl.String,
         "summary": pl.String,
@@ -142,12 +146,13 @@ def report_html(r: Report, max_fixes: int = 5) -> str:
     """
     e = html.escape
     st = r.step_ns
-    head = _row(["mechanism", "per step", "share", "confidence", "finding"], "th")
+    head = _row(["mechanism", "per step", "paid", "share", "confidence", "finding"], "th")
     body = [
         _row(
             [
                 f"<code>{e(a.mechanism)}</code>",
                 duration(a.ns_per_step),
+                duration(a.paid_ns_per_step),
                 share(a.share),
                 e(a.confidence),
                 f"[{e(a.rule)}] {e(a.summary)}",
@@ -156,7 +161,9 @@ def report_html(r: Report, max_fixes: int = 5) -> str:
         for a in r.attribution
     ]
     body.append(
-        _row(["unattributed", duration(r.unattributed_ns_per_step), share(r.unattributed_share)])
+        _row(
+            ["unattributed", duration(r.unattributed_ns_per_step), "", share(r.unattributed_share)]
+        )
     )
     fixes = [
         _row(
@@ -187,6 +194,7 @@ def report_html(r: Report, max_fixes: int = 5) -> str:
         '<div class="ccdiag-report">'
         f"<p><b>{e(r.verdict)}</b></p><p>{e(steps)}</p>"
         f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+        f"<p><small>{e(PER_STEP_AND_PAID)}.</small></p>"
         f"{fix_table}"
         "<p><small>Report.to_polars('attribution' | 'steps' | 'recommendations' | 'rules' | "
         "'ledger') gives these as frames; ccdiag.figures draws them.</small></p></div>"

@@ -65,7 +65,7 @@ def _facts(s: dict[str, Any]) -> Table:
     if s.get("host_only"):
         rows.append(("note", "no GPU activity recorded (host-side events only)"))
     for k, v in rows:
-        t.add_row(k, str(v))
+        t.add_row(k, Text(str(v)))  # text, not markup: file names, names read from the trace
     return t
 
 
