@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # v17: a fifteenth held-out set (HELD-OUT-15, validation/SPLIT.md, declared before this capture).
-# It judges the engine of 92522fa (the toll's side effect claimed however small; cpu_ops that
+# It judges the engine of a9dd964 (first committed as 92522fa, a commit that never landed) (the toll's side effect claimed however small; cpu_ops that
 # grew between tolled launches no veto where the gaps beside no explaining call did not grow) on
 # two model families new to the matrix:
 #   PART=a: HF generate() on OLMo (LayerNorm without parameters) with a waking CPU neighbour of
