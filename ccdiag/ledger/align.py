@@ -33,11 +33,12 @@ from ccdiag.ledger.vocab import (
     base_name,
     in_step_shift,
     is_host_copy,
+    launch_path_parts,
     per_value,
     same_keys_as,
     shared_codes,
     sort_once,
-    with_launch_path,
+    strictly_sorted,
 )
 
 #: Steps with more calls than this are matched by (name, k-th occurrence), not by their LCS.
@@ -76,6 +77,36 @@ def _ordinal_in_step() -> pl.Expr:
     return row - pl.when(~same_keys_as(["rank", "idx"], 1)).then(row).forward_fill()
 
 
+def _on_aligned(c: pl.DataFrame, a: pl.DataFrame) -> pl.DataFrame:
+    """``c.join(a, on=["rank", "step"], how="inner")`` sorted by rank, idx, start_ns. When the
+    aligned steps are each once and the calls, kept where their step is aligned, are already
+    strictly in that order (calls come in step and start order), each call's ``idx`` is found
+    by binary search and the calls filtered: the join's rows, without a join of ~20 columns of
+    a million calls (the one order a sort can give them, so the same frame)."""
+    joined = None
+    if c.height and a.height and all(c[k].null_count() == 0 for k in ("rank", "step")):
+        cr, cs = (c.get_column(k).to_numpy().astype(np.int64, copy=False) for k in ("rank", "step"))
+        ar, as_ = (
+            a.get_column(k).to_numpy().astype(np.int64, copy=False) for k in ("rank", "step")
+        )
+        ok = all(x.min() >= 0 and x.max() < (1 << 31) for x in (cr, cs, ar, as_))
+        if ok and a["idx"].null_count() == 0:
+            ac, cc = (ar << 32) | as_, (cr << 32) | cs
+            order = np.argsort(ac, kind="stable")
+            sk = ac[order]
+            if sk.size < 2 or bool((sk[1:] > sk[:-1]).all()):  # each aligned step once
+                pos = np.clip(np.searchsorted(sk, cc), 0, sk.size - 1)
+                hit = sk[pos] == cc
+                at = order[pos]
+                idx = a.get_column("idx").gather(pl.Series(at)).alias("idx")
+                cand = c.with_columns(idx).filter(pl.Series(hit))
+                if strictly_sorted(cand, "rank", "idx", "start_ns"):
+                    joined = cand
+    if joined is None:
+        joined = sort_once(c.join(a, on=["rank", "step"], how="inner"), "rank", "idx", "start_ns")
+    return joined
+
+
 def _prepare(
     calls: pl.DataFrame, aligned: pl.DataFrame, side: str, ids: dict[str, str] | None = None
 ) -> pl.DataFrame:
@@ -83,7 +114,7 @@ def _prepare(
     a = aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
     # the columns read here only, before the join and the sort (a million calls carry ~40)
     c = calls.select(k for k in PREPARE_COLS if k in calls.columns)
-    c = sort_once(c.join(a, on=["rank", "step"], how="inner"), "rank", "idx", "start_ns")
+    c = _on_aligned(c, a)
     nxt = in_step_shift(pl.col("gap_ns"), -1)
     tail = (pl.col("w_end") - pl.col("end_ns")).clip(lower_bound=0)
 
@@ -100,14 +131,17 @@ def _prepare(
     hcopy = (pl.col("cls") == "copy") & (
         is_host_copy().fill_null(False) if "copy_kind" in c.columns else pl.lit(False)
     )
-    # the name matching once per distinct name and kernel, not per call
-    c = per_value(c, "name", {"_bname": base_name()})
+    # the name matching once per distinct name and kernel, not per call (one pass per column:
+    # the base name, the launch path's parts and the kernel's id together)
     if "gpu_name" in c.columns:
-        c = with_launch_path(c, "_path")
+        by_name, by_kernel, path = launch_path_parts()
         ids = ids if ids is not None else kernel_ids(c)
         kid = pl.col("gpu_name").fill_null("?").replace_strict(ids, return_dtype=pl.String)
-        c = per_value(c, "gpu_name", {"_kid": kid})
+        c = per_value(c, "name", {"_bname": base_name(), **by_name})
+        c = per_value(c, "gpu_name", {**by_kernel, "_kid": kid})
+        c = c.with_columns(path.alias("_path")).drop(*by_name, *by_kernel)
     else:
+        c = per_value(c, "name", {"_bname": base_name()})
         c = c.with_columns(pl.lit(None, pl.String).alias("_path"), pl.lit("?").alias("_kid"))
     return (
         c.select(
@@ -178,23 +212,41 @@ def _pairs_equal(b: pl.DataFrame, t: pl.DataFrame) -> tuple[pl.DataFrame, pl.Dat
 
 
 def _diff_pairs(diff: pl.DataFrame) -> pl.DataFrame:
-    """(rank, idx, k_b, k_t) of matched calls in steps whose name sequences differ."""
-    out: dict[str, list[int]] = {"rank": [], "idx": [], "b_k": [], "t_k": []}
+    """(rank, idx, k_b, k_t) of matched calls in steps whose name sequences differ. The LCS's
+    equal blocks are kept as (start, start, length) and expanded to calls at once (numpy), not
+    a Python list extended call by call (~1.3 M calls)."""
+    rank_l: list[int] = []
+    idx_l: list[int] = []
+    src: list[int] = []
+    dst: list[int] = []
+    size: list[int] = []
     for rank, idx, nb, nt in diff.iter_rows():
         if max(len(nb), len(nt)) > MAX_DIFF:
-            kb, kt = _occurrence_pairs(nb, nt)
-        else:
-            kb, kt = [], []
-            for op in LCSseq.opcodes(nb, nt):
-                if op.tag == "equal":
-                    kb.extend(range(op.src_start, op.src_end))
-                    kt.extend(range(op.dest_start, op.dest_end))
-        out["rank"].extend([rank] * len(kb))
-        out["idx"].extend([idx] * len(kb))
-        out["b_k"].extend(kb)
-        out["t_k"].extend(kt)
+            kb, kt = _occurrence_pairs(nb, nt)  # one call a block
+            rank_l += [rank] * len(kb)
+            idx_l += [idx] * len(kb)
+            src += kb
+            dst += kt
+            size += [1] * len(kb)
+            continue
+        for op in LCSseq.opcodes(nb, nt):
+            if op.tag == "equal":
+                rank_l.append(rank)
+                idx_l.append(idx)
+                src.append(op.src_start)
+                dst.append(op.dest_start)
+                size.append(op.src_end - op.src_start)
+    n = np.asarray(size, dtype=np.int64)
+    block = pl.Series(np.repeat(np.arange(n.size, dtype=np.int64), n))
+    within = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     return pl.DataFrame(
-        out, schema={"rank": pl.Int32, "idx": pl.Int64, "b_k": pl.Int64, "t_k": pl.Int64}
+        {
+            "rank": pl.Series(rank_l, dtype=pl.Int32).gather(block),
+            "idx": pl.Series(idx_l, dtype=pl.Int64).gather(block),
+            "b_k": np.repeat(np.asarray(src, dtype=np.int64), n) + within,
+            "t_k": np.repeat(np.asarray(dst, dtype=np.int64), n) + within,
+        },
+        schema={"rank": pl.Int32, "idx": pl.Int64, "b_k": pl.Int64, "t_k": pl.Int64},
     )
 
 
@@ -229,6 +281,9 @@ def match_calls(
     """
     b, t = seqs or (_prepare(calls_b, aligned, "b"), _prepare(calls_t, aligned, "t"))
     same, diff = _pairs_equal(*_name_codes(b, t))
+    # the differing steps in (rank, idx) order: their pairs come out in the keys' sorted order
+    # (t_k rises within a step), so the sort below has nothing to move when no step is the same
+    diff = diff.sort("rank", "idx")
     keys = same.join(b.select("rank", "idx", "k"), on=["rank", "idx"])
     keys = keys.with_columns(pl.col("k").alias("b_k"), pl.col("k").alias("t_k")).drop("k")
     if diff.height:
@@ -263,18 +318,52 @@ def _in_step(keys: pl.DataFrame, f: pl.DataFrame, k: str) -> pl.DataFrame | None
     every key has its row in ``f``: a :func:`_prepare` frame is in (rank, idx) order with ``k``
     its calls' ordinal in their step, so the row is the step's first row plus ``k`` (a gather,
     not a hash join on three columns; ~5x less CPU on a million calls). None when a key has no
-    row there (the join then drops it)."""
-    first = f.select("rank", "idx").with_row_index("_r").group_by("rank", "idx").agg(pl.min("_r"))
-    at = keys.select("rank", "idx", k).join(
-        first, on=["rank", "idx"], how="left", maintain_order="left"
-    )
+    row there (the join then drops it). When the rows are ``f``'s own, in order (every call of
+    the side matched: the baseline's, usually), ``f`` itself, not a gather of it."""
+    rows = _step_rows(keys, f, k)
+    if rows is None:
+        return None
+    out = f.drop("rank", "idx", k)
+    if rows.shape[0] == f.height and bool((rows == np.arange(f.height)).all()):
+        return out.rechunk()
+    return out.rechunk().gather(pl.Series(rows))
+
+
+def _step_rows(keys: pl.DataFrame, f: pl.DataFrame, k: str) -> np.ndarray | None:
+    """The row of ``f`` of each key (its step's first row plus ``k``), checked: None when a key
+    has no row there. The steps as one integer (rank, idx) found by binary search in ``f``'s,
+    which rise (``f`` is in (rank, idx) order); else by a group-by and a join."""
+    cols = ("rank", "idx", k)
+    fr, kr = f.select(cols), keys.select(cols)
+    if any(x.null_count() for d in (fr, kr) for x in d.get_columns()):
+        return None
+    ints = [d.get_column(c).to_numpy().astype(np.int64, copy=False) for d in (fr, kr) for c in cols]
+    (f_rank, f_idx, f_k, k_rank, k_idx, k_k) = ints
+    lo = min(int(x.min()) if x.size else 0 for x in (f_idx, k_idx))
+    hi = max(int(x.max()) if x.size else 0 for x in (f_idx, k_idx))
+    if lo >= 0 and hi < (1 << 32):
+        fc, kc = (f_rank << 32) | f_idx, (k_rank << 32) | k_idx
+        if fc.size > 1 and not bool((fc[1:] >= fc[:-1]).all()):
+            return _step_rows_joined(fr, kr, k)
+        rows = np.searchsorted(fc, kc, side="left") + k_k
+    else:
+        return _step_rows_joined(fr, kr, k)
+    if rows.size and (rows.min() < 0 or rows.max() >= f.height):
+        return None
+    if not (bool((fc[rows] == kc).all()) and bool((f_k[rows] == k_k).all())):
+        return None
+    return rows
+
+
+def _step_rows_joined(fr: pl.DataFrame, kr: pl.DataFrame, k: str) -> np.ndarray | None:
+    first = fr.select("rank", "idx").with_row_index("_r").group_by("rank", "idx").agg(pl.min("_r"))
+    at = kr.join(first, on=["rank", "idx"], how="left", maintain_order="left")
     rows = at["_r"].cast(pl.Int64) + at[k]
-    if rows.null_count() or not ((rows >= 0) & (rows < f.height)).all():
+    if rows.null_count() or not ((rows >= 0) & (rows < fr.height)).all():
         return None
-    got = f.select("rank", "idx", k).gather(rows)
-    if not got.equals(keys.select("rank", "idx", k)):
+    if not fr.gather(rows).equals(kr):
         return None
-    return f.drop("rank", "idx", k).gather(rows)
+    return rows.to_numpy()
 
 
 def match_gpu(gpu_b: pl.DataFrame, gpu_t: pl.DataFrame, aligned: pl.DataFrame) -> pl.DataFrame:
@@ -344,23 +433,33 @@ def _irls(
             a, rhs = normal(w)
             beta = _pinv_sym(a) @ rhs
             r = y - predict(beta)
-            s = 1.4826 * _median(np.abs(r - _median(r))) or 1.0
+            dev = r - _median(r)
+            s = 1.4826 * _median(np.abs(dev, out=dev), inplace=True) or 1.0
             c = 1.345 * s
-            w = np.where(np.abs(r) <= c, 1.0, c / np.maximum(np.abs(r), 1e-9))
+            # np.where(|r| <= c, 1, c / max(|r|, 1e-9)), the same values, |r| taken once and
+            # the weights written in place
+            ar = np.abs(r)
+            w = np.maximum(ar, 1e-9)
+            np.divide(c, w, out=w)
+            w[ar <= c] = 1.0
         r = y - predict(beta)
         sigma2 = float((w * r**2).sum() / max(n - p, 1))
         return beta, sigma2 * _pinv_sym(normal(w)[0])
 
 
-def _median(x: np.ndarray) -> float:
+def _median(x: np.ndarray, inplace: bool = False) -> float:
     """``np.median`` of a 1-d float array, bit for bit, at ~1/4 of its cost: one partition at
     the middle (the lower middle of an even count is the maximum below it), the same mean of the
-    middle values."""
+    middle values. ``inplace``: ``x`` is a temporary, partitioned in place (no copy)."""
     n = x.size
     if n == 0 or np.isnan(x).any():
         return float(np.median(x))
     k = n // 2
-    p = np.partition(x, k)
+    if inplace:
+        x.partition(k)
+        p = x
+    else:
+        p = np.partition(x, k)
     if n % 2:
         return float(np.mean(p[k : k + 1]))
     return float(np.mean(np.array([p[:k].max(), p[k]])))
@@ -463,8 +562,11 @@ def identified_keys(m: pl.DataFrame, kept: frozenset[str], rounds: int = 5) -> f
     minimum-norm fit then gave Mistral's library launches -178 µs per call and its runtime
     launches +0.8 µs under a 12.25 µs toll spun before each runtime launch (12.2 and 1.9 µs
     with the unidentified keys on their paths; HELD-OUT-10, once judged)."""
+    # the distinct (key, prev_key) pairs once: each round's cells are theirs (a few hundred
+    # rows), not a pass over every matched call
+    pairs = m.select("key", "prev_key").unique()
     for _ in range(rounds):
-        cells = m.select(
+        cells = pairs.select(
             coarse_key(pl.col("key"), kept).alias("k"),
             coarse_key(pl.col("prev_key"), kept).alias("p"),
         ).unique()
@@ -692,6 +794,16 @@ BURST_NS = 300_000
 MIN_BURST_STEPS = 3
 
 
+def _steps_of(m: pl.DataFrame) -> pl.DataFrame:
+    """``m.select("rank", "idx").unique().sort("rank", "idx")``: matched calls come in (rank,
+    idx) order, so each step's first row, when those rise strictly (else the unique and sort)."""
+    keys = m.select("rank", "idx")
+    firsts = keys.filter(~same_keys_as(["rank", "idx"], 1))
+    if strictly_sorted(firsts, "rank", "idx") and firsts.null_count().sum_horizontal().item() == 0:
+        return firsts
+    return keys.unique().sort("rank", "idx")
+
+
 def excursions(m: pl.DataFrame) -> tuple[np.ndarray, tuple[float, ...], pl.DataFrame | None]:
     """Each matched gap's growth beyond the median growth of the same gap (``b_k``) over the
     steps, where it is a burst (at least ``BURST_NS`` either way, else 0); each step's net sum
@@ -701,7 +813,7 @@ def excursions(m: pl.DataFrame) -> tuple[np.ndarray, tuple[float, ...], pl.DataF
     a few gaps or calls by milliseconds in most steps; a toll grows the same ones in every step
     (the median takes it); the baseline's own bursts come out negative. Calls that wait for
     the GPU (syncs, copies) are left out: their growth can be the GPU's."""
-    steps = m.select("rank", "idx").unique().sort("rank", "idx")
+    steps = _steps_of(m)
     if m.height == 0 or int(steps.group_by("rank").len()["len"].min()) < MIN_BURST_STEPS:
         return np.zeros(m.height), (), None
     own = pl.col("cls").is_in(["launch", "other"])
@@ -736,8 +848,11 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = 
         n.filter((pl.col("len") >= MIN_KEY_CALLS) & pl.col("key").str.contains(":"))["key"]
     )
     exc, bursts, burst_rows = excursions(m)
-    growth = float(m["d_gap"].sum()) / max(m.select("rank", "idx").n_unique(), 1)
-    m = m.filter(pl.Series(exc == 0))  # lost time slices are not the calls' nor h's
+    growth = float(m["d_gap"].sum()) / max(_steps_of(m).height, 1)
+    # lost time slices are not the calls' nor h's; the columns read below only (a filter
+    # copies every column it keeps: ~40 of a million matched calls)
+    read = ("rank", "idx", "b_k", "t_k", "key", "prev_key", "b_gap", "d_gap")
+    m = m.select(read).filter(pl.Series(exc == 0))
     kept = identified_keys(m, kept)
     for c in ("key", "prev_key"):  # once per distinct key, not per gap
         m = per_value(m, c, {c: coarse_key(pl.col(c), kept)})

@@ -6,6 +6,7 @@ Each step is exactly: exposed host time per category + GPU-critical time per GPU
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from ccdiag.ledger.host import host_intervals
@@ -123,6 +124,9 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
 
 def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
     """Window time before ``col`` (F(x) = total length of windows left of x), per row."""
+    fast = _measure_sorted(x, col, win)
+    if fast is not None:
+        return fast
     x = sort_once(x.select("rank", col).with_row_index("_i"), col)  # the columns read here only
     j = x.join_asof(win, left_on=col, right_on="ws", by="rank", check_sortedness=False)
     f = pl.col("cum") + (pl.min_horizontal(pl.col(col), "we") - pl.col("ws")).clip(lower_bound=0)
@@ -132,6 +136,36 @@ def _measure(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series:
     vals = out.get_column("_f")
     zero = pl.zeros(vals.len(), dtype=vals.dtype, eager=True).alias("_f")
     return zero.scatter(out.get_column("_i"), vals)
+
+
+def _measure_sorted(x: pl.DataFrame, col: str, win: pl.DataFrame) -> pl.Series | None:
+    """:func:`_measure` by binary search, in the rows' order: each rank's windows are disjoint
+    and in ``ws`` order, so the window a row's time falls after is found in them directly, with
+    no sort of the rows (2.6 M host intervals) and no as-of join. The same integers (the last
+    window starting at or before the time, as the backward as-of join picks). None (the join)
+    for nulls or other than Int64 times."""
+    ints = (x[col], x["rank"], win["rank"], win["ws"], win["we"], win["cum"])
+    if any(s.null_count() for s in ints) or not all(
+        s.dtype == pl.Int64 for s in (x[col], win["ws"], win["we"], win["cum"])
+    ):
+        return None
+    xv, xr = x[col].to_numpy(), x["rank"].to_numpy()
+    wr, ws, we, cum = (s.to_numpy() for s in ints[2:])
+    out = np.zeros(xv.size, dtype=np.int64)
+    ranks = np.unique(wr)
+    one = ranks.size == 1 and bool((xr == ranks[0]).all())
+    for r in ranks.tolist():
+        on = wr == r
+        s_, e_, c_ = ws[on], we[on], cum[on]
+        if s_.size > 1 and not bool((s_[1:] > s_[:-1]).all()):
+            return None
+        sel = slice(None) if one else (xr == r)
+        v = xv[sel]
+        j = np.searchsorted(s_, v, side="right") - 1
+        jj = np.maximum(j, 0)
+        f = c_[jj] + np.maximum(np.minimum(v, e_[jj]) - s_[jj], 0)
+        out[sel] = np.where(j >= 0, f, 0)
+    return pl.Series("_f", out, dtype=pl.Int64)
 
 
 def exposure(intervals: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -217,9 +251,7 @@ def ledger(
     """
     cats = OP_CATEGORIES if host_only else HOST_CATEGORIES
     iv = exposure(host_intervals(calls, windows), win)
-    host = iv.group_by("rank", "step", "cat").agg(
-        pl.col("exposed_ns").sum().alias("ns"), (pl.col("b") - pl.col("a")).sum().alias("tot")
-    )
+    host = _host_sums(iv)
     wide = host.pivot("cat", index=["rank", "step"], values=["ns", "tot"], aggregate_function="sum")
     out = windows.select("rank", "step", (pl.col("end_ns") - pl.col("start_ns")).alias("step_ns"))
     out = out.join(_rename_pivot(wide), on=["rank", "step"], how="left")
@@ -245,6 +277,54 @@ def ledger(
         for c in (OP_CATEGORIES if host_only else HOST_CATEGORIES)
     ]
     return out.select("rank", "step", "step_ns", *cols, *tots).sort("rank", "step")
+
+
+#: The labels :func:`ccdiag.ledger.host.host_intervals` gives its intervals.
+INTERVAL_CATS = (
+    "launch_api", "copy_api", "sync_api", "setup_api", "other_api", "op_launch", "op_copy_async",
+    "op_copy", "op_sync", "op_other", "gap_launch", "gap_other",
+)  # fmt: skip
+
+
+def _host_sums(iv: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, step and cat: the intervals' exposed ns (``ns``) and length (``tot``). The
+    three keys packed into one Int64 (rank, step, the label's code) for the group-by, not a
+    group-by on a string column of 2.6 M intervals; the same sums, in another row order (the
+    pivot after is by name). Else the group-by on the three columns."""
+    sums = (pl.col("exposed_ns").sum().alias("ns"), (pl.col("b") - pl.col("a")).sum().alias("tot"))
+    bounds = iv.select(
+        pl.col("rank").min().alias("r0"), pl.col("rank").max().alias("r1"),
+        pl.col("step").min().alias("s0"), pl.col("step").max().alias("s1"),
+        pl.col("rank").null_count().alias("rn"), pl.col("step").null_count().alias("sn"),
+    ).row(0, named=True)  # fmt: skip
+    packable = (
+        iv.height > 0
+        and iv.schema["cat"] == pl.String
+        and bounds["rn"] == 0
+        and bounds["sn"] == 0
+        and 0 <= bounds["r0"] <= bounds["r1"] < (1 << 20)
+        and 0 <= bounds["s0"] <= bounds["s1"] < (1 << 32)
+    )
+    code = None
+    if packable:
+        try:  # a label not among INTERVAL_CATS (or a null) fails the cast: the group-by then
+            code = iv.get_column("cat").cast(pl.Enum(INTERVAL_CATS)).to_physical()
+        except pl.exceptions.PolarsError:
+            code = None
+    if code is None or code.null_count():
+        return iv.group_by("rank", "step", "cat").agg(*sums)
+    cats = pl.Series(INTERVAL_CATS, dtype=pl.String)
+    key = pl.col("rank").cast(pl.Int64) * (1 << 38) + pl.col("step").cast(pl.Int64) * 32
+    key = key + code.cast(pl.Int64)
+    g = iv.select(key.alias("_k"), "exposed_ns", "a", "b").group_by("_k").agg(*sums)
+    k = pl.col("_k")
+    return g.select(
+        (k // (1 << 38)).cast(iv.schema["rank"]).alias("rank"),
+        ((k % (1 << 38)) // 32).cast(iv.schema["step"]).alias("step"),
+        pl.lit(cats).gather(k % 32).alias("cat"),
+        "ns",
+        "tot",
+    )
 
 
 def _rename_pivot(wide: pl.DataFrame) -> pl.DataFrame:

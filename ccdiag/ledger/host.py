@@ -21,6 +21,7 @@ from ccdiag.ledger.vocab import (
     is_host_copy,
     join_on_unique,
     per_value,
+    prev_max_in_groups,
     sort_once,
 )
 
@@ -105,7 +106,11 @@ def _with_coverage(rows: pl.DataFrame) -> pl.DataFrame:
     rows = sort_once(rows, "rank", "step", "start_ns", "dur_ns", descending=[False] * 3 + [True])
     end = pl.min_horizontal(pl.col("start_ns") + pl.col("dur_ns"), pl.col("w_end"))
     rows = rows.with_columns(end.alias("end_ns"))
-    prev = pl.col("end_ns").cum_max().shift(1).over("rank", "step")
+    # in (rank, step) order: the latest end before each call in its step without a window
+    fast = prev_max_in_groups(rows, ["rank", "step"], "end_ns")
+    prev = (
+        pl.col("end_ns").cum_max().shift(1).over("rank", "step") if fast is None else pl.lit(fast)
+    )
     rows = rows.with_columns(
         pl.max_horizontal(prev.fill_null(pl.col("w_start")), "w_start").alias("prev_end")
     )

@@ -69,8 +69,11 @@ def within_growth(
     )
     est, total = pl.col("_wg_est"), pl.col("_wg_total")
     f = pl.when(est > total).then(total / est).otherwise(1.0).fill_nan(1.0).fill_null(1.0)
+    # the step's sums joined onto the key columns alone and added to the rows (each step once
+    # in ``sums``: the same rows, in order), not a join that copies every column of ``df``
+    back = df.select(cell).join(sums, on=cell, how="left", maintain_order="left")
     return (
-        df.join(sums, on=cell, how="left", maintain_order="left")
+        df.with_columns(back.get_column("_wg_est"), back.get_column("_wg_total"))
         .with_columns(pl.when(known).then(part * f).otherwise(part).alias(out))
         .drop("_wg_est", "_wg_total")
     )
