@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from ccdiag.rules import _tolls as tl
+from ccdiag.rules._base import TimeShare
 
 from ccdiag.ledger.align import BURST_NS, MIN_BURST_STEPS, GapModel, holds_across, lookup
 from ccdiag.ledger.context import PairContext
@@ -316,7 +317,8 @@ def host_removal(
     (LA01 takes those from the same gaps; OLMo beside a waking neighbour with the toll, its gaps
     read against every gap's slope: without that the replay of the treatment with every
     mechanism removed ran 3.6 ms under the baseline; the constants of untolled keys are no
-    mechanism's: ISPASS hotspot3D's UVM build lost its 699 ms of host slowdown to them). ``scale`` (:func:`ccdiag.ledger.control.call_scale`): the growth per ns of call that
+    mechanism's: ISPASS hotspot3D's UVM build lost its 699 ms of host slowdown to them).
+    ``scale`` (:func:`ccdiag.ledger.control.call_scale`): the growth per ns of call that
     slower host code explains inside the matched launch and other calls, at most each call's
     growth (``launch_api``, ``other_api``). ``less``: gap time another part of the claim
     already takes (:func:`lost_slices`), out of the gaps and their growth first.
@@ -431,3 +433,21 @@ def moved_not_slower(gaps: GapModel, h: float, share: float) -> str | None:
         f"{max(windows):+.2f}), net growth {net:+.3f} per ns; work that moved within the step, "
         "not slower host code"
     )
+
+
+def time_share(ctx: PairContext, per: pl.DataFrame, lost: LostSlices | None) -> TimeShare | None:
+    """With lost time slices (a CPU-bound neighbour), the share of the thread's runnable time
+    the claim (``per``: its ns per step by category) takes: the claim over the rest of the
+    treatment's step. The neighbour takes that share of the launch toll's CPU time as well
+    (the toll is paid on the CPU, spun beside the call or inside it), which the Shapley truth
+    splits between the two and the replay, removing each at its measured size, gives to host
+    code alone: OLMo beside a waking neighbour with the toll, the toll 8.05 ms/step for a
+    Shapley truth of 12.87, host code 21.1 ms for 17.0 (the session: toll alone +6.9 ms,
+    neighbour alone +11.0, both +29.9). None without lost slices."""
+    if lost is None or not per.height:
+        return None
+    claim = float(sum(float(per[c].mean() or 0.0) for c in per.columns if c not in ("rank", "idx")))
+    step = float(ctx.pair.aligned["t_ns"].mean() or 0.0)
+    if claim <= 0 or step <= claim:
+        return None
+    return TimeShare(claim / (step - claim), ("launch_toll",))
