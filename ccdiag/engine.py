@@ -16,7 +16,10 @@ How the partition is built (per aligned step, then aggregated):
    **Interactions.** Where a rule declares that part of another mechanism's claim exists only
    because both act (``rules._base.Interaction``: padding exposed only because the copy blocked
    first), that part is split between the two (Shapley: half each), never more than the partner
-   holds in that category.
+   holds in that category. **Time shares** (``rules._base.TimeShare``): a CPU neighbour that
+   takes ``s`` ns per ns the host thread runs takes as much of a toll's CPU time; the replay
+   removes each mechanism at its measured size and cannot see it, so after the replay half of
+   ``s`` × the partner's paid cost per step moves to the partner (``_time_share_pass``, noted).
 3. **Slack.** When host growth made the host critical where the GPU was before, GPU-critical time
    shrinks while GPU work did not: that shrink (not explained by less GPU busy time) is taken back
    from the host-side parts in proportion to their growth (``hidden_by_gpu_slack``).
@@ -511,6 +514,37 @@ def _host_only_overshoot(
     )
 
 
+def _time_share_pass(
+    fired: list[Finding], per_mech: dict[str, np.ndarray], paid: dict[str, int], keep: np.ndarray
+) -> tuple[set[str], list[str]]:
+    """Each finding's :class:`rules._base.TimeShare`: half of ``share`` × a fired partner's paid
+    ns per step moves from the finding's part to the partner's (the Shapley value of the
+    interaction the replay cannot see), at most what the finding holds in each step. Returns
+    the mechanisms whose parts changed and a note per move."""
+    changed: set[str] = set()
+    notes: list[str] = []
+    for f in fired:
+        ts = f.time_share
+        if ts is None or f.mechanism not in per_mech:
+            continue
+        for partner in ts.partners:
+            if partner not in per_mech or not paid.get(partner):
+                continue
+            held = np.clip(per_mech[f.mechanism], 0.0, None)
+            d = np.minimum(0.5 * ts.share * float(paid[partner]), held)
+            per_mech[f.mechanism] = per_mech[f.mechanism] - d
+            per_mech[partner] = per_mech[partner] + d
+            changed |= {f.mechanism, partner}
+            moved = float(d[keep].mean()) if keep.any() else 0.0
+            notes.append(
+                f"{f.mechanism} cost the host thread {ts.share:.2f} ns per ns it ran, so as "
+                f"much per ns of {partner}'s CPU time ({duration(paid[partner])}/step paid): "
+                f"half of that, {duration(moved)}/step, is {partner}'s (Shapley; the replay "
+                "removes each mechanism at its measured size and cannot see it)"
+            )
+    return changed, notes
+
+
 def _paid(
     claimed_by: dict[tuple[str, str], np.ndarray], keep: np.ndarray, fired: list[Finding], n: int
 ) -> dict[str, int]:
@@ -611,9 +645,11 @@ def diagnose_pair(
         for m in means:
             per_mech[m] = per_mech[m] * host_scale[0]
             means[m] = int(round(per_mech[m][keep].mean()))
+    paid = _paid(claimed_by, keep, [f for _, f in fired], n)
+    shared, share_notes = _time_share_pass([f for _, f in fired], per_mech, paid, keep)
+    means.update({m: int(round(per_mech[m][keep].mean())) for m in shared})
     unattr = total - sum(means.values())
     per_mech[UNATTRIBUTED] = delta - sum((v for k, v in per_mech.items() if k != UNATTRIBUTED), 0)
-    paid = _paid(claimed_by, keep, [f for _, f in fired], n)
     atts: list[Attribution] = []
     for rule, f in fired:
         ns = means[f.mechanism]
@@ -696,7 +732,7 @@ def diagnose_pair(
         ],
         recommendations=recs,
         warnings=warnings,
-        notes=[*pair.dropped, *pair.notes, *hidden, *_disagreements(atts, total)]
+        notes=[*pair.dropped, *pair.notes, *hidden, *share_notes, *_disagreements(atts, total)]
         + [x for x in (fallback, overshoot[1], host_scale[1]) if x],
         mode="host_only" if pair.mode == "host_only" else "gpu",
         whole_program=pair.whole_program,

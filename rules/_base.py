@@ -70,6 +70,20 @@ class Interaction:
 
 
 @dataclass(frozen=True)
+class TimeShare:
+    """A share of the thread's runnable time that this finding's mechanism takes (a CPU-bound
+    neighbour's time slices), and the mechanisms whose costs run on the same CPU (``partners``:
+    a launch toll is paid on the CPU, spun beside the call or inside it). The neighbour takes
+    the same share of the time those costs add, so part of this finding's claim exists only
+    because a partner acts; the replay removes each mechanism at its measured size and cannot
+    see it. The engine gives each fired partner half of ``share`` × its paid cost per step (the
+    Shapley value of the two-player interaction), at most what this finding holds."""
+
+    share: float
+    partners: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Finding:
     """What a rule found: claims on the ledger, evidence, confidence, facts for the fixes."""
 
@@ -84,6 +98,8 @@ class Finding:
     #: The mechanism's measured costs taken out of the treatment (its counterfactual for the
     #: replay attribution); None: the engine keeps the ledger's share for it.
     removal: Removal | None = None
+    #: a share of the thread's runnable time taken alongside partners' CPU-busy costs
+    time_share: TimeShare | None = None
 
 
 @dataclass(frozen=True)
@@ -201,11 +217,13 @@ class Rule:
         confidence: Literal["low", "medium", "high"],
         interactions: tuple[Interaction, ...] = (),
         removal: Removal | None = None,
+        time_share: TimeShare | None = None,
         **facts: Any,
     ) -> Outcome:
         """A fired outcome with this rule's finding (``removal``: its counterfactual)."""
         f = self.finding(claims_, summary, evidence, confidence, **facts)
-        return Outcome.fired(dataclasses.replace(f, interactions=interactions, removal=removal))
+        f = dataclasses.replace(f, interactions=interactions, removal=removal)
+        return Outcome.fired(dataclasses.replace(f, time_share=time_share))
 
     def finding(
         self,

@@ -301,6 +301,13 @@ def tolled_paths(ctx: PairContext, host_ratio: float | None) -> set[str]:
     return {t.path for t in tolls if t.paid_ns >= MIN_TOLL_NS}
 
 
+def gap_tolled_paths(ctx: PairContext, host_ratio: float | None) -> set[str]:
+    """Of :func:`tolled_paths`, those whose toll LA01 takes from the host gaps beside the calls
+    (an emulator's placement), not only inside them (real CC): HS01 leaves their constants."""
+    tolls = path_tolls_of(ctx, MIN_TOLL_Z, host_ratio)
+    return {t.path for t in tolls if t.paid_ns >= MIN_TOLL_NS and t.gap_ns > 0}
+
+
 def _untolled_zero(seq_t: pl.DataFrame, gaps: GapModel, fired: set[str]) -> float:
     """The gap model's free direction (``before[k] + c``, ``after[k] - c`` for every key predict
     the same gaps) chosen so that the keys of no fired path, weighted by their calls, stay as

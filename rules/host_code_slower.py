@@ -27,17 +27,16 @@ class HostCodeSlower(Rule):
     ## What it detects
     Host time that no CUDA call explains. (1) Lost time slices: matched gaps (and launch calls)
     that grew by ``BURST_NS`` or more beyond the same gap in the other steps, net of the
-    baseline's own, recurring over the steps (``rules/_host.lost_slices``). (2) Growth in
-    proportion to length: the other matched host gaps (``ccdiag.ledger.align``), after what the
-    calls beside each gap bring (a toll spun before or after a call is the gap model's per-call
-    constant, LA01's), grew by ``h`` per ns of their typical length. Without matched calls
-    (host-only treatments made of cpu_ops): the mean time of cpu_op kinds without CUDA calls.
+    baseline's own, recurring over the steps (``rules/_host.lost_slices``); the neighbour takes
+    its share of the toll's CPU time too, half of it the toll's (``time_share``). (2) Growth in
+    proportion to length: the other matched gaps, after what the calls beside each gap bring (a
+    toll beside a call is LA01's per-call constant), grew ``h`` per ns of their typical length.
+    Without matched calls (cpu_op treatments): the mean time of cpu_op kinds without CUDA calls.
 
     ## Why it costs time
-    A TDX / SEV-SNP guest pays on the CPU too: the first touch of each 4 KB private page is
-    expensive (accept and encrypt), VM exits cost more, memory is encrypted. It can also be no CC
-    at all: CPU frequency, contention, a profiler whose overhead differs between sessions. A trace
-    cannot tell these apart; the evidence and the fixes say what to check.
+    A TDX / SEV-SNP guest pays on the CPU too: first touch of each 4 KB private page (accept and
+    encrypt), costlier VM exits, encrypted memory. Or no CC at all: CPU frequency, contention, a
+    profiler whose overhead differs between sessions; the evidence and the fixes say what to check.
 
     ## Evidence
     The bursts (net ns per step, its t over the steps, how many steps), ``h`` and its z, the
@@ -61,8 +60,8 @@ class HostCodeSlower(Rule):
     ## Limits
     Cannot tell CPU-side CC cost from non-CC slowdown. Gaps 80 % of which sit beside tolled
     launches, each stretched alike, are LA01's (``rules/_host.side_effect``) unless the cpu_ops
-    and the gaps beside no explaining call (if any) both say host code got slower. Slices lost in fewer than 3 steps are not told from
-    noise. Growth inside calls common to every launch path is left unattributed.
+    and the gaps beside no explaining call (if any) both say host code got slower. Slices lost in
+    under 3 steps are noise; growth inside calls common to every launch path is unattributed.
 
     ## Options
     See below.
@@ -103,8 +102,9 @@ class HostCodeSlower(Rule):
         lost_part = [] if lost is None else [lost.part(ctx.slowdown)]
         p = hs.Part.joined(lost_part + ([] if isinstance(grown, str) else [grown]), HOST_CODE)
         cl = pl.concat([claims(p.per, c, c) for c in HOST_CODE])
-        conf = "medium" if p.confident else "low"
-        return self.fired(cl, p.summary, p.evidence, conf, removal=p.removal, ratio=p.ratio)
+        conf, share = ("medium" if p.confident else "low"), hs.time_share(ctx, p.per, lost)
+        return self.fired(cl, p.summary, p.evidence, conf, removal=p.removal, ratio=p.ratio,
+                          time_share=share)  # fmt: skip
 
     def _grown(self, ctx: RuleContext, g: GapModel, lost: hs.LostSlices | None) -> str | hs.Part:
         """Growth in proportion to the gaps' length beyond the lost slices: why it is not
@@ -126,8 +126,8 @@ class HostCodeSlower(Rule):
         if side.applies:  # issue 12: only what no call explains; LA01 claims the toll's effect
             return hs.left_to_the_toll(side, paths, h, z)
         scale = ctl.call_scale(ctx.matched, control)
-        less = lost.removal if lost is not None else None
-        removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched, scale, less)
+        less, tolled = (lost.removal if lost else None), tl.gap_tolled_paths(ctx, control)
+        removal, per = hs.host_removal(ctx.seq_t, g, h, ctx.matched, scale, less, tolled)
         claim = sum(float(per[c].mean() or 0) for c in HOST_CODE)
         if claim < o.min_ns:
             return f"host gaps {1 + h:.2f}x, {duration(claim)}/step at most"

@@ -83,7 +83,7 @@ SPLITS = (
     "HELD-OUT-13",
     "HELD-OUT-14",
     "HELD-OUT-15",
-    "HELD-OUT-16",
+    "HELD-OUT-17",
 )
 
 
@@ -390,9 +390,13 @@ def main() -> None:
                 "(HF `generate()` on OLMo with the toll, a CPU neighbour of a new shape and both, "
                 "Kineto and nsys, and the toll after each launch; on Cohere with the toll before "
                 "and after each launch, Kineto and nsys), judged once with the engine that "
-                "declared it; HELD-OUT-16, declared the same day before its capture (HF "
-                "`generate()` on Qwen3 and Granite with the toll before and after each launch, "
-                "Kineto and nsys), not captured: no device could be started. "
+                "declared it; HELD-OUT-16 (Qwen3 and Granite, the toll alone) was declared the same "
+                "day and never captured, then void: the engine changed (2026-12-05, the "
+                "launch paths of PyTorch's own attention kernels and HS01's parts read against "
+                "their estimator); HELD-OUT-17, declared that day before its capture (HF "
+                "`generate()` on Granite with the toll, a CPU neighbour of a new shape and both, "
+                "Kineto and nsys, and the toll after each launch; on Qwen3 with the toll before "
+                "and after each launch, Kineto and nsys), not captured yet: no device was lent. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -149,3 +149,44 @@ def test_host_gaps_that_grew_without_a_toll_stay_slower_host_code(tmp_path: Path
     s = _shares(*_pair(tmp_path, "neighbour"))
     assert s.get("host_slowdown", 0) >= 0.5, s
     assert abs(s.get("launch_toll", 0)) < 0.03, s
+
+
+# ------------------------------------------- HS01: the step's parts read against their estimator
+
+
+def _parts(h: float, h_mean: float, windows: tuple[float, ...], net: float) -> GapModel:
+    return GapModel(
+        before={}, after={}, var={}, kept=frozenset(), h=h, h_se=0.01, n=5000, h_mean=h_mean,
+        h_mean_se=0.005, h_windows=windows, net=net, net_windows=(net,) * len(windows),
+    )
+
+
+def test_growth_that_holds_across_the_step_is_not_work_that_moved() -> None:
+    """OLMo beside a waking neighbour with the toll (HELD-OUT-15, opened): the gaps beside no
+    explaining call grew 0.44 per ns, every gap's slope 0.10, its median part 0.08, net 0.16.
+    Read against 0.44 the parts said 'work that moved' and HS01 claimed none of the stretch
+    (15 % of the delta unattributed); read against their own estimator the growth holds."""
+    windows = (0.103, 0.074, 0.117, -0.468, 0.011, 0.09, -0.154, 0.159, 0.006, 0.128)
+    assert hs.moved_not_slower(_parts(0.103, 0.436, windows, 0.165), 0.436, 0.5) is None
+
+
+def test_work_that_moved_within_the_step_is_still_told() -> None:
+    """Growth in a few parts and shrinkage in the rest, net about 0 (torchvision without
+    ProfilerStep: net -0.02 per ns): not slower host code, whatever the claimed slope."""
+    windows = (0.3, 0.25, -0.2, -0.25, -0.2, -0.15, -0.3, 0.2, -0.1, -0.2)
+    why = hs.moved_not_slower(_parts(0.05, 0.2, windows, -0.02), 0.2, 0.5)
+    assert why is not None and "work that moved" in why
+
+
+def test_host_removal_beside_a_waking_neighbour_and_a_toll_does_not_overshoot() -> None:
+    """The same OLMo pair end to end: the stretch is claimed (unattributed 15 % -> 3 %), and the
+    host removal takes no more than the gaps grew beyond their calls' constants (the toll's):
+    the treatment replayed with every mechanism removed stays within 5 % of the baseline's
+    step (3.6 ms under it, -12 %, before the cap)."""
+    d = ROOT / "validation" / "hf_generate_olmo_both"
+    r = api.diagnose(d / "baseline.json.gz", d / "treatment.json.gz")
+    assert abs(r.unattributed_share) <= 0.10
+    rc = r.partition.replay
+    assert rc is not None
+    gap = rc.replayed_without_all_ns_per_step - rc.baseline_ns_per_step
+    assert abs(gap) <= 0.05 * rc.baseline_ns_per_step

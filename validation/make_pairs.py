@@ -138,11 +138,14 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_olmo_after": ("hf_generate_olmo_after", "treatment", "HELD-OUT-15"),
     "hf_generate_cohere": ("hf_generate_cohere", "treatment", "HELD-OUT-15"),
     "hf_generate_cohere_after": ("hf_generate_cohere_after", "treatment", "HELD-OUT-15"),
-    # HELD-OUT-16, declared 2026-12-05 before its capture: scripts/device/run_v18_heldout16.sh
-    "hf_generate_qwen3": ("hf_generate_qwen3", "treatment", "HELD-OUT-16"),
-    "hf_generate_qwen3_after": ("hf_generate_qwen3_after", "treatment", "HELD-OUT-16"),
-    "hf_generate_granite": ("hf_generate_granite", "treatment", "HELD-OUT-16"),
-    "hf_generate_granite_after": ("hf_generate_granite_after", "treatment", "HELD-OUT-16"),
+    # HELD-OUT-17, declared 2026-12-05 before its capture: scripts/device/run_v19_heldout17.sh
+    # (HELD-OUT-16, Qwen3 and Granite toll-only, was never captured; void: the engine changed)
+    "hf_generate_qwen3": ("hf_generate_qwen3", "treatment", "HELD-OUT-17"),
+    "hf_generate_qwen3_after": ("hf_generate_qwen3_after", "treatment", "HELD-OUT-17"),
+    "hf_generate_granite_launch": ("hf_generate_granite", "only_launch", "HELD-OUT-17"),
+    "hf_generate_granite_cpu": ("hf_generate_granite", "only_cpu", "HELD-OUT-17"),
+    "hf_generate_granite_both": ("hf_generate_granite", "treatment", "HELD-OUT-17"),
+    "hf_generate_granite_after": ("hf_generate_granite_after", "treatment", "HELD-OUT-17"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -206,9 +209,11 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_olmo_cpu_nsys_il": ("hf_generate_olmo_both", "HELD-OUT-15"),
     "hf_generate_olmo_cpuonly_nsys_il": ("hf_generate_olmo_cpu", "HELD-OUT-15"),
     "hf_generate_cohere_nsys_il": ("hf_generate_cohere", "HELD-OUT-15"),
-    # HELD-OUT-16, declared 2026-12-05 before its capture: scripts/device/run_v18_heldout16.sh
-    "hf_generate_qwen3_nsys_il": ("hf_generate_qwen3", "HELD-OUT-16"),
-    "hf_generate_granite_nsys_il": ("hf_generate_granite", "HELD-OUT-16"),
+    # HELD-OUT-17, declared 2026-12-05 before its capture: scripts/device/run_v19_heldout17.sh
+    "hf_generate_qwen3_nsys_il": ("hf_generate_qwen3", "HELD-OUT-17"),
+    "hf_generate_granite_nsys_il": ("hf_generate_granite_launch", "HELD-OUT-17"),
+    "hf_generate_granite_cpu_nsys_il": ("hf_generate_granite_both", "HELD-OUT-17"),
+    "hf_generate_granite_cpuonly_nsys_il": ("hf_generate_granite_cpu", "HELD-OUT-17"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -236,6 +241,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_gemma_cpuonly_nsys_il": ("hf_generate_gemma_cpu_nsys_il", "only_cpu"),
     "hf_generate_olmo_cpu_nsys_il": ("hf_generate_olmo_cpu_nsys_il", "treatment"),
     "hf_generate_olmo_cpuonly_nsys_il": ("hf_generate_olmo_cpu_nsys_il", "only_cpu"),
+    "hf_generate_granite_cpu_nsys_il": ("hf_generate_granite_cpu_nsys_il", "treatment"),
+    "hf_generate_granite_cpuonly_nsys_il": ("hf_generate_granite_cpu_nsys_il", "only_cpu"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.
