@@ -35,6 +35,12 @@ from ccdiag.ledger.context import PairContext
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal, within_growth
 from ccdiag.units import duration
 
+#: :func:`path_tolls` splits the launches by path in one pass, :func:`toll_removal` reads its
+#: per-path / per-key constants once per distinct value, :func:`evidence` its per-step medians
+#: from one group-by (tests/rules/test_tolls_fast.py checks each against the code it replaces:
+#: this set False)
+FAST_LOOKUPS = True
+
 
 @dataclass(frozen=True)
 class PathToll:
@@ -152,8 +158,12 @@ def path_tolls(
     launches = launches.filter(pl.col("cls") == "launch")
     calls_on = dict(seq_t.group_by("path").len().iter_rows())  # treatment calls per path
     fits = {}
+    # each path's launches in one pass over the rows (in their order), not a filter per path
+    by_path = (
+        launches.partition_by("path", as_dict=True, maintain_order=True) if FAST_LOOKUPS else {}
+    )
     for path in sorted(launches["path"].drop_nulls().unique().to_list()):
-        mp = launches.filter(pl.col("path") == path)
+        mp = by_path[(path,)] if FAST_LOOKUPS else launches.filter(pl.col("path") == path)
         if mp.height >= 3:
             fits[path] = (mp, *_in_call(mp), trimmed_mean(mp["b_dur"].to_numpy()))
     # the scaled part of each path's in-call growth (quantile fit) up to the host-code
@@ -371,7 +381,19 @@ def toll_removal(
     per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
     in_call = pl.when(on_path).then(per).otherwise(0.0)
     gap = lookup("_gk", before) + lookup("_gp", after)
-    r = gaps.keyed(seq_t).with_columns(
+    _bv, _av = lookup("_gk", before).clip(0.0), lookup("_gp", after).clip(0.0)
+    r = gaps.keyed(seq_t)
+    if FAST_LOOKUPS:
+        # each lookup once per distinct path / key (a lookup hashes 1.3 M strings), then the
+        # same arithmetic on the values gathered back
+        r = vc.per_value(r, "path", {"_m": mean, "_f": f, "_mt": mean_t, "_on": on_path})
+        r = vc.per_value(r, "_gk", {"_bg": lookup("_gk", before), "_bv": _bv})
+        r = vc.per_value(r, "_gp", {"_ag": lookup("_gp", after), "_av": _av})
+        mean, f, mean_t = pl.col("_m"), pl.col("_f"), pl.col("_mt")
+        per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
+        in_call = pl.when(pl.col("_on")).then(per).otherwise(0.0)
+        gap = pl.col("_bg") + pl.col("_ag")
+    r = r.with_columns(
         in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),
         gap.clip(0, pl.col("gap")).round(0).cast(pl.Int64).alias("rm_gap"),
     )
@@ -387,7 +409,9 @@ def toll_removal(
     r = r.with_columns(
         (pl.col("rm_gap") + pl.col("rm_side")).clip(0, pl.col("gap")).alias("rm_gap")
     )
-    calls = r.filter((pl.col("rm_dur") > 0) | (pl.col("rm_gap") > 0)).select(
+    # only the columns kept: a filter copies every column (the keys' strings)
+    calls = r.select("ev_row", "rm_dur", "rm_gap")
+    calls = calls.filter((pl.col("rm_dur") > 0) | (pl.col("rm_gap") > 0)).select(
         "ev_row", pl.col("rm_dur").alias("dur_ns"), pl.col("rm_gap").alias("gap_ns"),
         pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
     )  # fmt: skip
@@ -398,8 +422,9 @@ def toll_removal(
     )
     # each constant read once per distinct key (an expression of two lookups took 0.2 s on a
     # million calls, the lookups alone 0.02 s each)
-    r = vc.per_value(r, "_gk", {"_bv": lookup("_gk", before).clip(0.0)})
-    r = vc.per_value(r, "_gp", {"_av": lookup("_gp", after).clip(0.0)})
+    if not FAST_LOOKUPS:
+        r = vc.per_value(r, "_gk", {"_bv": _bv})
+        r = vc.per_value(r, "_gp", {"_av": _av})
     own = (pl.col("_bv") / (pl.col("_bv") + pl.col("_av"))).fill_nan(0.5)
     parts = r.with_columns(
         (pl.col("rm_dur") + pl.col("rm_gap") * own).alias("_own"),
@@ -466,21 +491,47 @@ def launch_calls(ctx: PairContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     return lb, lt
 
 
+def _per_step(d: pl.DataFrame) -> dict[str, float]:
+    """:func:`ccdiag.ledger.stats.per_step_median` of a side's launches, kernel launches and
+    graph launches from one group-by (``d`` not empty)."""
+    g = d.group_by("rank", "step").agg(
+        pl.col("_kl").sum().alias("n"), pl.col("_graph").sum().alias("graphs"),
+        pl.len().alias("all"),
+    )  # fmt: skip
+    return {c: vc.num(g[c].median()) for c in ("n", "graphs", "all")}
+
+
 def evidence(
     lb: pl.DataFrame, lt: pl.DataFrame, tolls: list[PathToll], fired: list[PathToll], gaps: GapModel
 ) -> tuple[dict[str, Any], int, int]:
     """LA01's evidence, launches per step and graph launches per step (``lb``, ``lt``: from
     :func:`launch_calls`)."""
     kl = pl.col("_kl")  # kernel and graph launches (not memsets, device copies)
-    n = int(stats.per_step_median(lt, kl.sum()))
-    graphs = int(stats.per_step_median(lt, pl.col("_graph").sum()))
+    if FAST_LOOKUPS and lb.height and lt.height:
+        # the three per-step medians of a side in one group-by; the launches' two columns
+        # filtered once (a filter copies every column it keeps: the names' strings)
+        per = {s: _per_step(d) for s, d in (("baseline", lb), ("treatment", lt))}
+        lk = {
+            s: d.select("eff_ns", "gap_ns", "_kl").filter(kl)
+            for s, d in (("baseline", lb), ("treatment", lt))
+        }
+        n, graphs = int(per["treatment"]["n"]), int(per["treatment"]["graphs"])
+        launches = {s: int(v["all"]) for s, v in per.items()}
+        call_ns = {s: stats.percentiles(d["eff_ns"]) for s, d in lk.items()}
+        gap_ns = {s: stats.percentiles(d["gap_ns"]) for s, d in lk.items()}
+    else:
+        n = int(stats.per_step_median(lt, kl.sum()))
+        graphs = int(stats.per_step_median(lt, pl.col("_graph").sum()))
+        launches = stats.both(lambda d: int(stats.per_step_median(d, pl.len())), lb, lt)
+        call_ns = stats.both(lambda d: stats.percentiles(d.filter(kl)["eff_ns"]), lb, lt)
+        gap_ns = stats.both(lambda d: stats.percentiles(d.filter(kl)["gap_ns"]), lb, lt)
     where = [CALL] if any(t.in_call_ns > t.gap_ns for t in fired) else []
     where += [GAP] if any(t.gap_ns >= t.in_call_ns for t in fired) else []
     ev = {
-        "launches_per_step": stats.both(lambda d: int(stats.per_step_median(d, pl.len())), lb, lt),
+        "launches_per_step": launches,
         "graph_launches_per_step": graphs,
-        "per_launch_call_ns": stats.both(lambda d: stats.percentiles(d.filter(kl)["eff_ns"]), lb, lt),
-        "pre_launch_gap_ns": stats.both(lambda d: stats.percentiles(d.filter(kl)["gap_ns"]), lb, lt),
+        "per_launch_call_ns": call_ns,
+        "pre_launch_gap_ns": gap_ns,
         "paths": [t.row() for t in tolls],
         "tolled_paths": [t.path for t in fired],
         "toll_per_call_ns": [{"api": t.path, "where": "all", "toll_ns": int(t.paid_ns)} for t in fired],
