@@ -35,12 +35,6 @@ from ccdiag.ledger.context import PairContext
 from ccdiag.ledger.removal import REMOVAL_CALLS, Removal, within_growth
 from ccdiag.units import duration
 
-#: :func:`path_tolls` splits the launches by path in one pass, :func:`toll_removal` reads its
-#: per-path / per-key constants once per distinct value, :func:`evidence` its per-step medians
-#: from one group-by (tests/rules/test_tolls_fast.py checks each against the code it replaces:
-#: this set False)
-FAST_LOOKUPS = True
-
 
 @dataclass(frozen=True)
 class PathToll:
@@ -159,11 +153,9 @@ def path_tolls(
     calls_on = dict(seq_t.group_by("path").len().iter_rows())  # treatment calls per path
     fits = {}
     # each path's launches in one pass over the rows (in their order), not a filter per path
-    by_path = (
-        launches.partition_by("path", as_dict=True, maintain_order=True) if FAST_LOOKUPS else {}
-    )
+    by_path = launches.partition_by("path", as_dict=True, maintain_order=True)
     for path in sorted(launches["path"].drop_nulls().unique().to_list()):
-        mp = by_path[(path,)] if FAST_LOOKUPS else launches.filter(pl.col("path") == path)
+        mp = by_path[(path,)]
         if mp.height >= 3:
             fits[path] = (mp, *_in_call(mp), trimmed_mean(mp["b_dur"].to_numpy()))
     # the scaled part of each path's in-call growth (quantile fit) up to the host-code
@@ -376,23 +368,20 @@ def toll_removal(
     f = lookup("path", {p: t.scaled_share for p, t in fired.items()})
     mean_t = lookup("path", {p: max(t.mean_t_ns, 1.0) for p, t in fired.items()}).clip(1.0)
     on_path = pl.col("path").is_in(list(fired)).fill_null(False)
+    # each lookup once per distinct path / key (a lookup hashes 1.3 M strings), gathered back
+    r = vc.per_value(
+        gaps.keyed(seq_t), "path", {"_m": mean, "_f": f, "_mt": mean_t, "_on": on_path}
+    )
+    r = vc.per_value(
+        r, "_gk", {"_bg": lookup("_gk", before), "_bv": lookup("_gk", before).clip(0.0)}
+    )
+    r = vc.per_value(r, "_gp", {"_ag": lookup("_gp", after), "_av": lookup("_gp", after).clip(0.0)})
+    mean, f, mean_t = pl.col("_m"), pl.col("_f"), pl.col("_mt")
     # at most 3x the path's mean: a call that was long for another reason (module loading in the
     # first launch) does not pay a toll in proportion to that
     per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
-    in_call = pl.when(on_path).then(per).otherwise(0.0)
-    gap = lookup("_gk", before) + lookup("_gp", after)
-    _bv, _av = lookup("_gk", before).clip(0.0), lookup("_gp", after).clip(0.0)
-    r = gaps.keyed(seq_t)
-    if FAST_LOOKUPS:
-        # each lookup once per distinct path / key (a lookup hashes 1.3 M strings), then the
-        # same arithmetic on the values gathered back
-        r = vc.per_value(r, "path", {"_m": mean, "_f": f, "_mt": mean_t, "_on": on_path})
-        r = vc.per_value(r, "_gk", {"_bg": lookup("_gk", before), "_bv": _bv})
-        r = vc.per_value(r, "_gp", {"_ag": lookup("_gp", after), "_av": _av})
-        mean, f, mean_t = pl.col("_m"), pl.col("_f"), pl.col("_mt")
-        per = pl.min_horizontal(mean * ((1.0 - f) + f * pl.col("dur") / mean_t), 3.0 * mean)
-        in_call = pl.when(pl.col("_on")).then(per).otherwise(0.0)
-        gap = pl.col("_bg") + pl.col("_ag")
+    in_call = pl.when(pl.col("_on")).then(per).otherwise(0.0)
+    gap = pl.col("_bg") + pl.col("_ag")
     r = r.with_columns(
         in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),
         gap.clip(0, pl.col("gap")).round(0).cast(pl.Int64).alias("rm_gap"),
@@ -420,11 +409,6 @@ def toll_removal(
         pl.col("rm_gap").sum().alias("gap"),
         pl.col("rm_side").sum().alias("side_effect"),
     )
-    # each constant read once per distinct key (an expression of two lookups took 0.2 s on a
-    # million calls, the lookups alone 0.02 s each)
-    if not FAST_LOOKUPS:
-        r = vc.per_value(r, "_gk", {"_bv": _bv})
-        r = vc.per_value(r, "_gp", {"_av": _av})
     own = (pl.col("_bv") / (pl.col("_bv") + pl.col("_av"))).fill_nan(0.5)
     parts = r.with_columns(
         (pl.col("rm_dur") + pl.col("rm_gap") * own).alias("_own"),
@@ -493,7 +477,7 @@ def launch_calls(ctx: PairContext) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _per_step(d: pl.DataFrame) -> dict[str, float]:
     """:func:`ccdiag.ledger.stats.per_step_median` of a side's launches, kernel launches and
-    graph launches from one group-by (``d`` not empty)."""
+    graph launches from one group-by (0 for an empty ``d``, as ``per_step_median`` gives)."""
     g = d.group_by("rank", "step").agg(
         pl.col("_kl").sum().alias("n"), pl.col("_graph").sum().alias("graphs"),
         pl.len().alias("all"),
@@ -507,24 +491,17 @@ def evidence(
     """LA01's evidence, launches per step and graph launches per step (``lb``, ``lt``: from
     :func:`launch_calls`)."""
     kl = pl.col("_kl")  # kernel and graph launches (not memsets, device copies)
-    if FAST_LOOKUPS and lb.height and lt.height:
-        # the three per-step medians of a side in one group-by; the launches' two columns
-        # filtered once (a filter copies every column it keeps: the names' strings)
-        per = {s: _per_step(d) for s, d in (("baseline", lb), ("treatment", lt))}
-        lk = {
-            s: d.select("eff_ns", "gap_ns", "_kl").filter(kl)
-            for s, d in (("baseline", lb), ("treatment", lt))
-        }
-        n, graphs = int(per["treatment"]["n"]), int(per["treatment"]["graphs"])
-        launches = {s: int(v["all"]) for s, v in per.items()}
-        call_ns = {s: stats.percentiles(d["eff_ns"]) for s, d in lk.items()}
-        gap_ns = {s: stats.percentiles(d["gap_ns"]) for s, d in lk.items()}
-    else:
-        n = int(stats.per_step_median(lt, kl.sum()))
-        graphs = int(stats.per_step_median(lt, pl.col("_graph").sum()))
-        launches = stats.both(lambda d: int(stats.per_step_median(d, pl.len())), lb, lt)
-        call_ns = stats.both(lambda d: stats.percentiles(d.filter(kl)["eff_ns"]), lb, lt)
-        gap_ns = stats.both(lambda d: stats.percentiles(d.filter(kl)["gap_ns"]), lb, lt)
+    # the three per-step medians of a side in one group-by; the launches' two columns filtered
+    # once (a filter copies every column it keeps: the names' strings)
+    per = {s: _per_step(d) for s, d in (("baseline", lb), ("treatment", lt))}
+    lk = {
+        s: d.select("eff_ns", "gap_ns", "_kl").filter(kl)
+        for s, d in (("baseline", lb), ("treatment", lt))
+    }
+    n, graphs = int(per["treatment"]["n"]), int(per["treatment"]["graphs"])
+    launches = {s: int(v["all"]) for s, v in per.items()}
+    call_ns = {s: stats.percentiles(d["eff_ns"]) for s, d in lk.items()}
+    gap_ns = {s: stats.percentiles(d["gap_ns"]) for s, d in lk.items()}
     where = [CALL] if any(t.in_call_ns > t.gap_ns for t in fired) else []
     where += [GAP] if any(t.gap_ns >= t.in_call_ns for t in fired) else []
     ev = {

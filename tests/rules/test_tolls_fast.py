@@ -1,9 +1,10 @@
-"""The launch-toll helpers' fast paths (``rules/_tolls.FAST_LOOKUPS``) give what the code they
-replace gives: :func:`path_tolls` (the launches split by path in one pass, not a filter per
-path), :func:`toll_removal` (per-path and per-key constants read once per distinct value, the
-removed calls filtered on their own columns) and :func:`evidence` (the per-step medians from one
-group-by, the launches' columns filtered once), on the shipped nsys pair and the CC-on decode
-pair, with and without the toll's side effect."""
+"""The launch-toll helpers' fast paths give what direct evaluation gives: :func:`path_tolls`
+(the launches split by path in one ``partition_by``, not a filter per path), :func:`toll_removal`
+(per-path and per-key constants read once per distinct value by ``vocab.per_value`` and gathered
+back, the removed calls filtered on their own columns) and :func:`evidence` (the per-step medians
+from one group-by, the launches' columns filtered once), on the shipped nsys pair and the CC-on
+decode pairs, with and without the toll's side effect. The reference is the same code with
+``per_value`` evaluating its expressions on every row (its contract: ``df.with_columns``)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_fast_paths_are_the_code_they_replace(
     ctx = _pair_ctx(name)
     # act
     fast = _run(ctx, side_h)
-    monkeypatch.setattr(tl, "FAST_LOOKUPS", False)
+    monkeypatch.setattr(tl.vc, "per_value", lambda df, col, exprs: df.with_columns(**exprs))
     slow = _run(ctx, side_h)
     # assert
     assert fast["tolls"] == slow["tolls"]
@@ -86,3 +87,22 @@ def test_evidence_medians_on_a_frame_of_rows() -> None:
         "graphs": stats.per_step_median(lt, pl.col("_graph").sum()),
         "all": stats.per_step_median(lt, pl.len()),
     }
+
+
+def test_evidence_medians_of_an_empty_side_are_zero_as_before() -> None:
+    empty = pl.DataFrame(
+        schema={"rank": pl.Int32, "step": pl.Int32, "_kl": pl.Boolean, "_graph": pl.Boolean}
+    )
+    from ccdiag.ledger import stats
+
+    assert tl._per_step(empty) == {"n": 0.0, "graphs": 0.0, "all": 0.0}
+    assert stats.per_step_median(empty, pl.len()) == 0.0
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_launches_split_by_path_in_one_pass_are_the_filters_per_path(name: str) -> None:
+    ctx = _pair_ctx(name)
+    launches = ctx.matched.filter(pl.col("cls") == "launch")
+    by_path = launches.partition_by("path", as_dict=True, maintain_order=True)
+    for path in launches["path"].drop_nulls().unique().to_list():
+        assert by_path[(path,)].equals(launches.filter(pl.col("path") == path))
