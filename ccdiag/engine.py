@@ -615,16 +615,17 @@ def diagnose_pair(
     instances = [r(**opts.get(r.code, {})) for r in (rules or REGISTRY)]
     outcomes: list[tuple[Rule, Outcome]] = [(r, r.run(ctx)) for r in instances]
     fired = [(r, o.finding) for r, o in outcomes if o.status == "fired" and o.finding is not None]
-    mechs = [f.mechanism for _, f in fired]
+    findings = [f for _, f in fired]
+    mechs = [f.mechanism for f in findings]
     led = ctx.ledger
     keys = led.select("rank", "idx")
-    claimed_by = _claims_matrix([f for _, f in fired], keys)
+    claimed_by = _claims_matrix(findings, keys)
     n = led.height
     delta = led["d_step_ns"].to_numpy().astype(float)
     keep = _keep_mask(delta)
     parts = _claim_pass(ctx, mechs, claimed_by, led, keep)
     given = {m: float(parts[m].total(n)[keep].mean()) if n else 0.0 for m in mechs}
-    _interaction_pass([f for _, f in fired], parts, keys)
+    _interaction_pass(findings, parts, keys)
     _slack_pass(ctx, parts, led, mechs, keep)
     _hidden_host_pass(ctx, parts, led, keep)
 
@@ -632,7 +633,7 @@ def diagnose_pair(
     per_mech = {m: parts[m].total(n) for m in parts}
     means = {m: int(round(v[keep].mean())) for m, v in per_mech.items() if m != UNATTRIBUTED}
     ledger_means = dict(means)
-    rp = _replay_pass(pair, [f for _, f in fired], float(delta[keep].mean()) if n else 0.0)
+    rp = _replay_pass(pair, findings, float(delta[keep].mean()) if n else 0.0)
     rp_run = rp
     rp, fallback = _replay_or_ledger(rp, means, total, keep)
     overshoot = _overshoot(rp, means, total, keep)
@@ -645,8 +646,8 @@ def diagnose_pair(
         for m in means:
             per_mech[m] = per_mech[m] * host_scale[0]
             means[m] = int(round(per_mech[m][keep].mean()))
-    paid = _paid(claimed_by, keep, [f for _, f in fired], n)
-    shared, share_notes = _time_share_pass([f for _, f in fired], per_mech, paid, keep)
+    paid = _paid(claimed_by, keep, findings, n)
+    shared, share_notes = _time_share_pass(findings, per_mech, paid, keep)
     means.update({m: int(round(per_mech[m][keep].mean())) for m in shared})
     unattr = total - sum(means.values())
     per_mech[UNATTRIBUTED] = delta - sum((v for k, v in per_mech.items() if k != UNATTRIBUTED), 0)

@@ -222,8 +222,11 @@ class Rule:
     ) -> Outcome:
         """A fired outcome with this rule's finding (``removal``: its counterfactual)."""
         f = self.finding(claims_, summary, evidence, confidence, **facts)
-        f = dataclasses.replace(f, interactions=interactions, removal=removal)
-        return Outcome.fired(dataclasses.replace(f, time_share=time_share))
+        return Outcome.fired(
+            dataclasses.replace(
+                f, interactions=interactions, removal=removal, time_share=time_share
+            )
+        )
 
     def finding(
         self,
