@@ -379,6 +379,15 @@ _BUSY: Any = None
 _IDS = {"bos_token_id": 1, "eos_token_id": 2}
 
 
+def _decoder(d: int, n: int, h: int, v: int, **extra: Any) -> dict[str, Any]:
+    """The fields most decoder configs share (width ``d``, ``n`` layers, ``h`` heads, a
+    vocabulary of ``v``, a 4x FFN, 512 positions, the token ids) and an architecture's own."""
+    return dict(
+        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
+        num_attention_heads=h, max_position_embeddings=512, **extra, **_IDS,
+    )  # fmt: skip
+
+
 #: Each ``HFGenerate`` architecture: its ``transformers`` config and model classes and the
 #: config's fields from the model's width, layers, heads and vocabulary (``d, n, h, v``).
 HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any]]]] = {
@@ -388,10 +397,8 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", lambda d, n, h, v: dict(
         vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, **_IDS)),
     # Pythia-style: parallel residual, partial rotary, fused QKV
-    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, max_position_embeddings=512, rotary_pct=0.25,
-        use_parallel_residual=True, **_IDS)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, rotary_pct=0.25, use_parallel_residual=True)),
     # OPT: learned positions (offset 2), ReLU FFN, pre-LayerNorm
     "opt": ("OPTConfig", "OPTForCausalLM", lambda d, n, h, v: dict(
         vocab_size=v, hidden_size=d, word_embed_proj_dim=d, ffn_dim=4 * d, num_hidden_layers=n,
@@ -404,37 +411,28 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
         vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, rotary_dim=d // h // 2,
         **_IDS)),
     # Mistral: grouped-query attention, sliding window, SiLU FFN
-    "mistral": ("MistralConfig", "MistralForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
-        sliding_window=64, **_IDS)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), sliding_window=64)),
     # Qwen2: biased QKV projections, grouped-query attention
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
-        **_IDS)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1))),
     # StarCoder: multi-query attention, learned positions
     "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", lambda d, n, h, v: dict(
         vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, multi_query=True, **_IDS)),
     # Phi: partial rotary, attention and MLP in parallel, GELU
-    "phi": ("PhiConfig", "PhiForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, max_position_embeddings=512, partial_rotary_factor=0.5, **_IDS)),
+    "phi": ("PhiConfig", "PhiForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, partial_rotary_factor=0.5)),
     # Falcon: multi-query attention, parallel attention / MLP
     "falcon": ("FalconConfig", "FalconForCausalLM", lambda d, n, h, v: dict(
         vocab_size=v, hidden_size=d, num_hidden_layers=n, num_attention_heads=h,
         multi_query=True, parallel_attn=True, new_decoder_architecture=False, alibi=False,
         bias=False, **_IDS)),
     # Gemma: GeGLU FFN, RMSNorm scaled by 1 + w, embeddings scaled by sqrt(d), tied embeddings
-    "gemma": ("GemmaConfig", "GemmaForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), head_dim=d // h,
-        max_position_embeddings=512, pad_token_id=0, **_IDS)),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), head_dim=d // h, pad_token_id=0)),
     # StarCoder2: grouped-query attention, biased projections, LayerNorm, GELU FFN
-    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
-        **_IDS)),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1))),
     # GPT-Neo: global and local (windowed) attention in alternate layers, learned positions
     "gpt_neo": ("GPTNeoConfig", "GPTNeoForCausalLM", lambda d, n, h, v: dict(
         vocab_size=v, hidden_size=d, num_layers=n, num_heads=h, intermediate_size=4 * d,
@@ -442,31 +440,22 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
         attention_types=[[["global", "local"], n // 2]] + ([[["global"], 1]] if n % 2 else []),
         **_IDS)),
     # StableLM: partial rotary (a quarter of each head), LayerNorm, grouped-query attention
-    "stablelm": ("StableLmConfig", "StableLmForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
-        partial_rotary_factor=0.25, **_IDS)),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), partial_rotary_factor=0.25)),
     # OLMo: LayerNorm without parameters, SwiGLU FFN, rotary, no biases
-    "olmo": ("OlmoConfig", "OlmoForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=h, max_position_embeddings=512,
-        pad_token_id=0, **_IDS)),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=h, pad_token_id=0)),
     # Cohere (Command-R): attention and MLP in parallel, LayerNorm, logits scaled, GQA
-    "cohere": ("CohereConfig", "CohereForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
-        logit_scale=0.0625, pad_token_id=0, **_IDS)),
+    "cohere": ("CohereConfig", "CohereForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), logit_scale=0.0625, pad_token_id=0)),
     # Qwen3: RMSNorm on the queries and keys of each head, grouped-query attention
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), head_dim=d // h,
-        max_position_embeddings=512, pad_token_id=0, **_IDS)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), head_dim=d // h, pad_token_id=0)),
     # Granite: scaled embeddings, residuals, attention and logits (muP-style multipliers)
-    "granite": ("GraniteConfig", "GraniteForCausalLM", lambda d, n, h, v: dict(
-        vocab_size=v, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=n,
-        num_attention_heads=h, num_key_value_heads=max(h // 2, 1), max_position_embeddings=512,
-        embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.015625,
-        logits_scaling=8.0, pad_token_id=0, **_IDS)),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), embedding_multiplier=12.0,
+        residual_multiplier=0.22, attention_multiplier=0.015625, logits_scaling=8.0,
+        pad_token_id=0)),
     # encoder-decoder: cross-attention, relative position buckets
     "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
