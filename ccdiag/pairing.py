@@ -226,6 +226,7 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
 
 def _duration_ratio(b: pl.DataFrame, t: pl.DataFrame) -> float | None:
     """Median over names common to both runs of (treatment median / baseline median duration)."""
+    b, t = vc.shared_codes(b, t)  # grouped and joined on small integers, not on the names
     mb = b.group_by("name").agg(pl.col("dur_ns").median().alias("b"))
     mt = t.group_by("name").agg(pl.col("dur_ns").median().alias("t"))
     j = mb.join(mt, on="name").filter((pl.col("b") > 0) & (pl.col("t") > 0))

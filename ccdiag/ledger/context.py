@@ -102,11 +102,14 @@ class PairContext:
         b, t = self.pair.baseline.trace.events, self.pair.treatment.trace.events
         out = host_slowdown(b, t)
         if out["op_kinds"] == 0 and not self.op_mode:
-            gb, gt = (  # the name matching once per distinct name, not per call
-                per_value(c.select("name", "cls", "gap_ns"), "name", {"_kl": is_kernel_launch()})
-                .filter((pl.col("cls") == "launch") & pl.col("_kl"))
+            gb, gt = (  # the name matching once per distinct name of the launches, not per call
+                per_value(launches, "name", {"_kl": is_kernel_launch()})
+                .filter(pl.col("_kl"))
                 .get_column("gap_ns")
-                for c in (self.calls_b, self.calls_t)
+                for launches in (
+                    c.select("name", "cls", "gap_ns").filter(pl.col("cls") == "launch")
+                    for c in (self.calls_b, self.calls_t)
+                )
             )
             fit = toll_fit(gb, gt)
             out["gap_slope"] = fit["slope"] if min(gb.len(), gt.len()) >= 100 else None

@@ -11,6 +11,7 @@ from ccdiag.ledger.vocab import (
     GPU_KINDS,
     base_name,
     gpu_class,
+    gpu_name_flags,
     is_host_copy,
     join_on_unique,
     per_value,
@@ -22,7 +23,10 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """GPU rows with their class, step (launch's step, else the window their start is in) and
     ``ev_row`` (their row in ``ev``)."""
     gpu = ev.with_row_index("ev_row").filter(pl.col("kind").is_in(GPU_KINDS))
-    gpu = gpu.with_columns(gpu_class().alias("gclass")).with_row_index("_row")
+    # the name's matches once per distinct name, not per row
+    by_name = per_value(gpu.select("name"), "name", gpu_name_flags())
+    gclass = gpu_class(pl.lit(by_name["_uvm"]), pl.lit(by_name["_nccl"]))
+    gpu = gpu.with_columns(gclass.alias("gclass")).with_row_index("_row")
     timed = assign_window(gpu.select("_row", "rank", "start_ns"), windows).select(
         "_row", pl.col("step").alias("_wstep")
     )

@@ -41,9 +41,8 @@ def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
         top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
         top = top.sort("rank", "_score", "pid", "tid", descending=[False, True, False, False])
         return top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
-    work = per_value(api, "name", {"cls": api_class()}).filter(
-        pl.col("cls").is_in(["launch", "copy", "sync"])
-    )
+    work = per_value(api, "name", {"_work": api_class().is_in(["launch", "copy", "sync"])})
+    work = work.filter(pl.col("_work"))
     score = work.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
     best = score.sort(
         "rank", "_score", "pid", "tid", descending=[False, True, False, False]
