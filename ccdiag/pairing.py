@@ -171,11 +171,13 @@ def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str
 
 
 def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    api = side.events.select("kind", "rank", "pid", "tid", "name", "start_ns")
-    api = api.filter(pl.col("kind").is_in(vc.API_KINDS)).drop("kind")
-    api = hc.on_threads(api, threads)
+    ev = side.events
+    keep = ev.select(pl.col("kind").is_in(vc.API_KINDS)).to_series()
+    api = ev.select("rank", "pid", "tid", "name", "start_ns").filter(keep)
+    api = hc.on_threads(api.with_columns(vc.event_names(ev).keep(keep).code.alias("_nc")), threads)
     flags = {"_kl": vc.is_kernel_launch(), "_graph": vc.base_name().str.contains("GraphLaunch")}
-    api = vc.per_value(api.select("rank", "name", "start_ns"), "name", flags)
+    codes = vc.Codes(api.get_column("_nc"), vc.event_names(ev).values)
+    api = vc.per_value(api.select("rank", "name", "start_ns"), "name", flags, codes)
     api = hc.assign_window(api.filter(pl.col("_kl")).select("rank", "_graph", "start_ns"), windows)
     return api.group_by("rank", "step").agg(
         pl.len().alias("launches"), pl.col("_graph").sum().alias("graphs")

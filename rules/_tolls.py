@@ -468,11 +468,14 @@ def launch_calls(ctx: PairContext) -> tuple[pl.DataFrame, pl.DataFrame]:
     ``_kl`` / ``_graph``: a kernel or graph launch / a graph launch, matched once per name."""
     cols = ("rank", "step", "name", "cls", "eff_ns", "gap_ns", "gpu_name")
     flags = {"_kl": vc.is_kernel_launch(), "_graph": vc.is_graph_launch()}
-    lb, lt = (
-        vc.per_value(c.select(cols).filter(pl.col("cls") == "launch"), "name", flags)
-        for c in (ctx.calls_b, ctx.calls_t)
-    )
-    return lb, lt
+
+    def side(calls: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
+        c = calls.select(*cols, "ev_row").filter(pl.col("cls") == "launch")
+        names = vc.event_names(ev).at(c.get_column("ev_row"))
+        return vc.per_value(c, "name", flags, names).drop("ev_row")
+
+    p = ctx.pair
+    return side(ctx.calls_b, p.baseline.trace.events), side(ctx.calls_t, p.treatment.trace.events)
 
 
 def _per_step(d: pl.DataFrame) -> dict[str, float]:

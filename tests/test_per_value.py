@@ -8,7 +8,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccdiag.ledger.vocab import api_class, per_value
+from ccdiag.ledger.vocab import api_class, event_names, per_value
 
 NAME = st.one_of(st.none(), st.sampled_from(["cudaLaunchKernel", "cuLaunchKernel_v2", "cudaMemcpyAsync",
                                               "cudaStreamSynchronize", "", "x" * 300]))  # fmt: skip
@@ -45,3 +45,20 @@ def test_all_null_and_empty_and_integers() -> None:
     ints = pl.DataFrame({"k": [3, None, 3, 7]})
     ex = {"_d": pl.col("k") * 2, "_n": pl.col("k").is_null()}
     assert per_value(ints, "k", ex).equals(ints.with_columns(**ex))
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(NAME, max_size=60), picks=st.lists(st.integers(0, 59), max_size=40))
+def test_event_codes_equal_every_row(names: list[str | None], picks: list[int]) -> None:
+    """Codes made once for a whole events frame (:func:`event_names`), read at some of its rows
+    (``Codes.at``: a row index that is null too), give what ``with_columns`` gives on those rows:
+    the expressions are evaluated on the values the rows hold only (a ``replace_strict`` that
+    maps only those does not fail)."""
+    ev = pl.DataFrame({"name": names}, schema={"name": pl.String})
+    rows = pl.Series("ev_row", [p if p < ev.height else None for p in picks], dtype=pl.UInt32)
+    df = pl.DataFrame({"name": ev["name"].gather(rows), "ev_row": rows})
+    known = {v: v.upper() for v in df["name"].drop_nulls().unique()}
+    ex = {**_exprs(), "_map": pl.col("name").replace_strict(known, return_dtype=pl.String)}
+    got = per_value(df, "name", ex, event_names(ev).at(rows))
+    assert got.equals(df.with_columns(**ex))
+    assert event_names(ev) is event_names(ev)  # made once per frame

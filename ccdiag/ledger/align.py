@@ -30,6 +30,7 @@ from threadpoolctl import threadpool_limits
 from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
 from ccdiag.ledger.vocab import (
     LAUNCH_PATHS,
+    Codes,
     base_name,
     in_step_shift,
     is_host_copy,
@@ -108,9 +109,15 @@ def _on_aligned(c: pl.DataFrame, a: pl.DataFrame) -> pl.DataFrame:
 
 
 def _prepare(
-    calls: pl.DataFrame, aligned: pl.DataFrame, side: str, ids: dict[str, str] | None = None
+    calls: pl.DataFrame,
+    aligned: pl.DataFrame,
+    side: str,
+    ids: dict[str, str] | None = None,
+    names: Codes | None = None,
 ) -> pl.DataFrame:
-    """One side's calls on the aligned index with name, ordinal ``k`` and the gap after each."""
+    """One side's calls on the aligned index with name, ordinal ``k`` and the gap after each.
+    ``names``: the codes of the run's event names (:func:`event_names`), read at the calls'
+    ``ev_row`` and ``gpu_row``."""
     a = aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
     # the columns read here only, before the join and the sort (a million calls carry ~40)
     c = calls.select(k for k in PREPARE_COLS if k in calls.columns)
@@ -131,17 +138,21 @@ def _prepare(
     hcopy = (pl.col("cls") == "copy") & (
         is_host_copy().fill_null(False) if "copy_kind" in c.columns else pl.lit(False)
     )
+
+    def codes(rows: str) -> Codes | None:
+        return names.at(c.get_column(rows)) if names is not None and rows in c.columns else None
+
     # the name matching once per distinct name and kernel, not per call (one pass per column:
     # the base name, the launch path's parts and the kernel's id together)
     if "gpu_name" in c.columns:
         by_name, by_kernel, path = launch_path_parts()
         ids = ids if ids is not None else kernel_ids(c)
         kid = pl.col("gpu_name").fill_null("?").replace_strict(ids, return_dtype=pl.String)
-        c = per_value(c, "name", {"_bname": base_name(), **by_name})
-        c = per_value(c, "gpu_name", {**by_kernel, "_kid": kid})
+        c = per_value(c, "name", {"_bname": base_name(), **by_name}, codes("ev_row"))
+        c = per_value(c, "gpu_name", {**by_kernel, "_kid": kid}, codes("gpu_row"))
         c = c.with_columns(path.alias("_path")).drop(*by_name, *by_kernel)
     else:
-        c = per_value(c, "name", {"_bname": base_name()})
+        c = per_value(c, "name", {"_bname": base_name()}, codes("ev_row"))
         c = c.with_columns(pl.lit(None, pl.String).alias("_path"), pl.lit("?").alias("_kid"))
     return (
         c.select(
@@ -182,13 +193,17 @@ def _prepare(
 
 
 def sequence(
-    calls: pl.DataFrame, aligned: pl.DataFrame, side: str, ids: dict[str, str] | None = None
+    calls: pl.DataFrame,
+    aligned: pl.DataFrame,
+    side: str,
+    ids: dict[str, str] | None = None,
+    names: Codes | None = None,
 ) -> pl.DataFrame:
     """One run's main-thread calls in the aligned steps, in order: rank, idx, bname, cls, path,
     key (``path:<kernel id>`` for launches, :func:`kernel_ids`, ``ids`` shared by the two runs;
     else the call class), prev_key (the previous call's key; ``start`` for a step's first
-    call), ev_row, dur, gap, gap_after, k."""
-    return _prepare(calls, aligned, side, ids)
+    call), ev_row, dur, gap, gap_after, k. ``names``: the run's :func:`event_names`."""
+    return _prepare(calls, aligned, side, ids, names)
 
 
 def _name_codes(b: pl.DataFrame, t: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -24,6 +24,7 @@ from ccdiag.ledger.vocab import (
     GPU_CLASSES,
     HOST_CATEGORIES,
     OP_CATEGORIES,
+    event_names,
     is_kernel_launch,
     per_value,
 )
@@ -102,15 +103,15 @@ class PairContext:
         b, t = self.pair.baseline.trace.events, self.pair.treatment.trace.events
         out = host_slowdown(b, t)
         if out["op_kinds"] == 0 and not self.op_mode:
-            gb, gt = (  # the name matching once per distinct name of the launches, not per call
-                per_value(launches, "name", {"_kl": is_kernel_launch()})
-                .filter(pl.col("_kl"))
-                .get_column("gap_ns")
-                for launches in (
-                    c.select("name", "cls", "gap_ns").filter(pl.col("cls") == "launch")
-                    for c in (self.calls_b, self.calls_t)
-                )
-            )
+
+            def gaps(c: pl.DataFrame, ev: pl.DataFrame) -> pl.Series:
+                # the name matching once per distinct name of the events, not per call
+                launches = c.select("name", "gap_ns", "ev_row").filter(c["cls"] == "launch")
+                names = event_names(ev).at(launches.get_column("ev_row"))
+                kl = per_value(launches, "name", {"_kl": is_kernel_launch()}, names)
+                return kl.filter(pl.col("_kl")).get_column("gap_ns")
+
+            gb, gt = gaps(self.calls_b, b), gaps(self.calls_t, t)
             fit = toll_fit(gb, gt)
             out["gap_slope"] = fit["slope"] if min(gb.len(), gt.len()) >= 100 else None
         return out
@@ -187,11 +188,13 @@ class PairContext:
     def seq_b(self) -> pl.DataFrame:
         """The baseline's main-thread calls in the aligned steps, in order
         (:func:`ccdiag.ledger.align.sequence`)."""
-        return align.sequence(self.calls_b, self.pair.aligned, "b", self.kernel_ids)
+        names = event_names(self.pair.baseline.trace.events)
+        return align.sequence(self.calls_b, self.pair.aligned, "b", self.kernel_ids, names)
 
     @cached_property
     def seq_t(self) -> pl.DataFrame:
-        return align.sequence(self.calls_t, self.pair.aligned, "t", self.kernel_ids)
+        names = event_names(self.pair.treatment.trace.events)
+        return align.sequence(self.calls_t, self.pair.aligned, "t", self.kernel_ids, names)
 
     @cached_property
     def kernel_ids(self) -> dict[str, str]:

@@ -10,6 +10,7 @@ from ccdiag.ledger.vocab import (
     COPY_RE,
     GPU_KINDS,
     base_name,
+    event_names,
     gpu_class,
     gpu_name_flags,
     is_host_copy,
@@ -24,7 +25,10 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     ``ev_row`` (their row in ``ev``)."""
     gpu = ev.with_row_index("ev_row").filter(pl.col("kind").is_in(GPU_KINDS))
     # the name's matches once per distinct name, not per row
-    by_name = per_value(gpu.select("name"), "name", gpu_name_flags())
+    names = event_names(ev)
+    by_name = per_value(
+        gpu.select("name"), "name", gpu_name_flags(), names.at(gpu.get_column("ev_row"))
+    )
     gclass = gpu_class(pl.lit(by_name["_uvm"]), pl.lit(by_name["_nccl"]))
     gpu = gpu.with_columns(gclass.alias("gclass")).with_row_index("_row")
     timed = assign_window(gpu.select("_row", "rank", "start_ns"), windows).select(
@@ -33,12 +37,13 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     # the window step of each row (a left join on the row index, as a scatter)
     wstep = pl.repeat(None, gpu.height, dtype=timed.schema["_wstep"], eager=True)
     gpu = gpu.with_columns(wstep.scatter(timed["_row"], timed["_wstep"]).alias("_wstep"))
-    calls = ev.select("kind", "pid", "correlation", "name", "start_ns", "dur_ns")
-    calls = calls.filter(pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null())
+    api_rows = pl.col("kind").is_in(API_KINDS) & pl.col("correlation").is_not_null()
+    keep = ev.select(api_rows).to_series()
+    calls = ev.select("pid", "correlation", "name", "start_ns", "dur_ns").filter(keep)
     # when the work was enqueued: a launch by the end of its call; a copy once its call started
     # (a copy call that blocks returns only after its copy ran)
-    calls = per_value(calls.select("pid", "correlation", "name", "start_ns", "dur_ns"), "name",
-                      {"_copy": base_name().str.contains(COPY_RE)})  # fmt: skip
+    calls = per_value(calls, "name", {"_copy": base_name().str.contains(COPY_RE)},
+                      names.keep(keep))  # fmt: skip
     queued = pl.when(pl.col("_copy")).then(pl.col("start_ns"))
     le = queued.otherwise(pl.col("start_ns") + pl.col("dur_ns")).alias("launch_end")
     pc = corr_key(ev)

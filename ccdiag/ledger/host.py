@@ -18,6 +18,7 @@ from ccdiag.ledger.vocab import (
     SYNC_OPS,
     api_class,
     base_name,
+    event_names,
     is_host_copy,
     join_on_unique,
     per_value,
@@ -34,14 +35,19 @@ def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
     polls events). Their calls are laid on one timeline: the step's host critical path hands over
     between them. Without API calls (host-only traces): the thread with the most cpu_ops.
     """
-    api = ev.select("rank", "pid", "tid", "kind", "name")
-    api = api.filter(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null())
+    on_api = ev.select(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null()).to_series()
+    api = ev.select("rank", "pid", "tid", "kind", "name").filter(on_api)
     if host_only or api.height == 0:
         rows = ev.filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_not_null())
         top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
         top = top.sort("rank", "_score", "pid", "tid", descending=[False, True, False, False])
         return top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
-    work = per_value(api, "name", {"_work": api_class().is_in(["launch", "copy", "sync"])})
+    work = per_value(
+        api,
+        "name",
+        {"_work": api_class().is_in(["launch", "copy", "sync"])},
+        event_names(ev).keep(on_api),
+    )
     work = work.filter(pl.col("_work"))
     score = work.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
     best = score.sort(
@@ -199,7 +205,8 @@ def host_calls(
     # code, not ledger boundaries: a toll paid before them still lies in the gap before the launch
     query = base_name().is_in(list(apis.QUERY_APIS))
     is_async = base_name().str.ends_with("Async")
-    api = per_value(api, "name", {"cls": api_class(), "_query": query, "_async": is_async})
+    flags = {"cls": api_class(), "_query": query, "_async": is_async}
+    api = per_value(api, "name", flags, event_names(ev).at(api.get_column("ev_row")))
     api = api.filter(~pl.col("_query")).drop("_query")
     if (
         whole_program

@@ -5,6 +5,9 @@ Pure polars expressions on event-schema columns (``ccdiag.schema.EventSchema``).
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -106,33 +109,90 @@ def num(x: object, default: float = 0.0) -> float:
     return default
 
 
-def per_value(df: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
+@dataclass(frozen=True)
+class Codes:
+    """A string column as integers: ``code`` numbers each row's value (UInt32; null where the
+    value is), ``values`` the distinct values, ``values[code]`` a row's (none null)."""
+
+    code: pl.Series
+    values: pl.Series
+
+    def at(self, rows: pl.Series) -> Codes:
+        """The codes of the rows ``rows`` (indices; a null index: a null code)."""
+        return Codes(self.code.gather(rows), self.values)
+
+    def keep(self, mask: pl.Series) -> Codes:
+        """The codes of the rows ``mask`` keeps (a filter of the same rows)."""
+        return Codes(self.code.filter(mask), self.values)
+
+
+def codes_of(s: pl.Series) -> Codes:
+    """:class:`Codes` of a String series, in one hash pass: a categorical of its own namespace
+    numbers the distinct values 0..n-1 (freed with it; nothing enters polars' global string
+    cache)."""
+    cats = pl.Categories.random()
+    cat = s.cast(pl.Categorical(cats))  # holds the mapping: read it while this lives
+    code = cat.to_physical()
+    if hasattr(cats, "to_series"):  # polars >= 2; before, the series' own categories
+        u = cats.to_series()
+    else:
+        u = cat.cat.get_categories()
+    top = code.max()  # None when every value is null
+    if (top is not None and u.len() <= top) or u.null_count():
+        raise AssertionError(f"codes_of: categories of {s.name!r} not readable")
+    return Codes(code, u)
+
+
+#: :func:`event_names` of the event frames alive (by id, dropped with their frame).
+_EVENT_NAMES: dict[int, tuple[weakref.ref[pl.DataFrame], int, Codes]] = {}
+
+
+def event_names(ev: pl.DataFrame) -> Codes:
+    """The codes of ``ev``'s ``name`` column, one per event row (the rows a frame of its events
+    carries as ``ev_row``), made once per events frame (:func:`Codes.at` for a frame's rows):
+    :func:`per_value` then matches each name once without hashing a million API and kernel
+    names again for each frame cut from the same events."""
+    key = id(ev)
+    hit = _EVENT_NAMES.get(key)
+    if hit is not None and hit[0]() is ev and hit[1] == ev.height:
+        return hit[2]
+    codes = codes_of(ev.get_column("name"))
+
+    def drop(_: weakref.ref[pl.DataFrame]) -> None:  # the frame is gone: its codes too
+        _EVENT_NAMES.pop(key, None)
+
+    ref = weakref.ref(ev, drop)
+    _EVENT_NAMES[key] = (ref, ev.height, codes)
+    return codes
+
+
+def per_value(
+    df: pl.DataFrame, col: str, exprs: dict[str, pl.Expr], codes: Codes | None = None
+) -> pl.DataFrame:
     """``df.with_columns(**exprs)`` for expressions of the column ``col`` alone, evaluated once
     per distinct value of ``col`` and gathered back by each row's value: the same columns,
     values and dtypes, without running the string matching (the regexes of :func:`api_class`,
-    :func:`launch_path`, ...) on every row (a million API calls have a few dozen names)."""
+    :func:`launch_path`, ...) on every row (a million API calls have a few dozen names).
+    ``codes``: ``col``'s codes for ``df``'s rows when already made (:func:`event_names`)."""
     s = df.get_column(col)
-    if s.dtype == pl.String:
-        # One hash pass: a categorical of its own namespace numbers the distinct values
-        # 0..n-1 (freed with it; nothing enters polars' global string cache).
-        cats = pl.Categories.random()
-        cat = s.cast(pl.Categorical(cats))  # holds the mapping: read it while this lives
-        code = cat.to_physical()
-        if hasattr(cats, "to_series"):  # polars >= 2; before, the series' own categories
-            u = cats.to_series().alias(col)
-        else:
-            u = cat.cat.get_categories().alias(col)
-        top = code.max()  # None when every value is null
-        if (top is not None and u.len() <= top) or u.null_count():
-            raise AssertionError(f"per_value: categories of {col!r} not readable")
-        if code.null_count():
-            code = code.fill_null(u.len())
-            u = pl.concat([u, pl.Series(col, [None], pl.String)])
+    if codes is None and s.dtype == pl.String:
+        codes = codes_of(s)
+    if codes is not None:
+        # the values the rows hold (a null one last), evaluated alone: a frame's codes may
+        # number every name of its events, not only its own
+        n = codes.values.len()
+        code = codes.code.fill_null(n).to_numpy()
+        used = np.flatnonzero(np.bincount(code, minlength=n + 1))
+        u = pl.concat([codes.values, pl.Series([None], dtype=pl.String)]).alias(col)
+        u = u.gather(pl.Series(used))
+        pos = np.zeros(n + 1, dtype=np.uint32)
+        pos[used] = np.arange(used.size, dtype=np.uint32)
+        at = pl.Series(pos[code])
     else:
         u = s.unique()
-        code = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
+        at = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
     vals = pl.DataFrame({col: u}).with_columns(**exprs)
-    return df.with_columns(vals.get_column(k).gather(code).alias(k) for k in exprs)
+    return df.with_columns(vals.get_column(k).gather(at).alias(k) for k in exprs)
 
 
 def same_keys_as(keys: list[str], n: int) -> pl.Expr:
