@@ -185,13 +185,18 @@ def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> 
 
 
 def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions) -> None:
+    # the kernels' names as integers the two runs share (their events' codes, not hashed again)
+    kern = [
+        s.gpu.select("rank", "step", "ev_row").filter(s.gpu["gclass"].is_in(KERNELS))
+        for s in (b, t)
+    ]
+    names = (
+        vc.event_names(s.trace.events).at(k.get_column("ev_row")) for s, k in zip((b, t), kern)
+    )
     kb, kt = (
-        _counts(g, "step", "name")
-        for g in vc.shared_codes(
-            *(s.gpu.select("gclass", "rank", "step", "name").filter(pl.col("gclass").is_in(KERNELS))
-              for s in (b, t))
-        )
-    )  # fmt: skip
+        _counts(k.select("rank", "step", c.alias("name")), "step", "name")
+        for k, c in zip(kern, vc.joint_codes(*names))
+    )
     lb = _launch_stats(b.trace, b.threads, b.windows)
     lt = _launch_stats(t.trace, t.threads, t.windows)
     j = (
@@ -227,8 +232,8 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
 
 
 def _duration_ratio(b: pl.DataFrame, t: pl.DataFrame) -> float | None:
-    """Median over names common to both runs of (treatment median / baseline median duration)."""
-    b, t = vc.shared_codes(b, t)  # grouped and joined on small integers, not on the names
+    """Median over names common to both runs of (treatment median / baseline median duration).
+    ``name``: codes the two runs share (:func:`ccdiag.ledger.vocab.joint_codes`)."""
     mb = b.group_by("name").agg(pl.col("dur_ns").median().alias("b"))
     mt = t.group_by("name").agg(pl.col("dur_ns").median().alias("t"))
     j = mb.join(mt, on="name").filter((pl.col("b") > 0) & (pl.col("t") > 0))
@@ -245,9 +250,12 @@ def _check_time_units(b: Trace, t: Trace) -> None:
     """
     ratios = []
     for kinds in (["kernel", "collective"], ["runtime", "driver"], ["cpu_op"]):
+        evs = (b.events, t.events)
+        keep = [e.select(pl.col("kind").is_in(kinds)).to_series() for e in evs]
+        names = vc.joint_codes(*(vc.event_names(e).keep(k) for e, k in zip(evs, keep)))
         rows_b, rows_t = (
-            e.select("kind", "name", "dur_ns").filter(pl.col("kind").is_in(kinds)).drop("kind")
-            for e in (b.events, t.events)
+            e.select("dur_ns").filter(k).with_columns(c.alias("name"))
+            for e, k, c in zip(evs, keep, names)
         )
         r = _duration_ratio(rows_b, rows_t)
         if r is not None:

@@ -241,6 +241,19 @@ def shared_codes(*frames: pl.DataFrame, col: str = "name") -> list[pl.DataFrame]
     return [f.with_columns(pl.col(col).cast(pl.Categorical(cats))) for f in frames]
 
 
+def joint_codes(*codes: Codes) -> list[pl.Series]:
+    """Each :class:`Codes`' row codes renumbered into one numbering shared by all (equal values,
+    equal codes; a null stays null): rows of different traces (:func:`event_names`) grouped and
+    joined on their names as small integers, with no string hashed again."""
+    values = pl.concat([c.values for c in codes]).unique(maintain_order=True)
+    lut = pl.DataFrame({"v": values, "j": pl.int_range(values.len(), dtype=pl.UInt32, eager=True)})
+    out = []
+    for c in codes:
+        to = pl.DataFrame({"v": c.values}).join(lut, on="v", how="left", maintain_order="left")
+        out.append(to.get_column("j").gather(c.code))
+    return out
+
+
 def sort_once(df: pl.DataFrame, *by: str, descending: list[bool] | None = None) -> pl.DataFrame:
     """``df.sort(*by, descending=descending)``, without sorting a frame already strictly in
     that order (each row's keys after the row before's, none null): that order is then the only
