@@ -16,6 +16,7 @@ from ccdiag.ledger.vocab import (
     OP_CATEGORIES,
     RUN_GAP_NS,
     is_host_copy,
+    prev_max_in_groups,
     same_keys_as,
     sort_once,
 )
@@ -33,11 +34,23 @@ def gpu_runs(gpu: pl.DataFrame, by: list[str], tol: int = RUN_GAP_NS) -> pl.Data
         *by, "start_ns", (pl.col("start_ns") + pl.col("dur_ns")).alias("e"), launch.alias("le")
     )
     g = g.sort(*by, "start_ns", maintain_order=True)  # stable: see ledger.gpu.union_ns
-    top = pl.col("e").cum_max().over(by)
-    prev = top.shift(1).over(by)
+    # each group's rows are contiguous now: the latest end before each row and the runs counted
+    # per group without windows over the groups (a window nested in another on a million rows)
+    fast = prev_max_in_groups(g, by, "e")
+    if fast is None:
+        top = pl.col("e").cum_max().over(by)
+        prev = top.shift(1).over(by)
+    else:
+        prev = pl.lit(fast)
+        top = pl.max_horizontal(prev, "e")  # a group's first row: its own end
     queued = pl.col("le").is_not_null() & (pl.col("le") <= prev + 1000)
     new = ~(queued | (pl.col("start_ns") <= prev + tol)).fill_null(False)
-    g = g.with_columns(new.cum_sum().over(by).alias("run"), top.alias("_top"))
+    g = g.with_columns(new.alias("_new"), top.alias("_top"))
+    # the runs begun so far in the row's group: the count over the frame less the count before
+    # the group's first row
+    seen = pl.col("_new").cum_sum()
+    before = pl.when(~same_keys_as(by, 1)).then(seen - pl.col("_new").cast(pl.UInt32))
+    g = g.with_columns((seen - before.forward_fill()).alias("run")).drop("_new")
     # a run's rows are contiguous: its first row's start, and the latest end so far at its last
     # row (a run starts after every earlier end, so that is the run's own latest end), without
     # a group-by over a million runs
