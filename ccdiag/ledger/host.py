@@ -150,9 +150,11 @@ def _stream_free(ev: pl.DataFrame) -> pl.DataFrame:
         "kind",
         pl.col("name").alias("gpu_name"),
     ).sort("pid", "device", "stream", "start_ns", maintain_order=True)  # stable: see union_ns
-    prev = (
-        (pl.col("start_ns") + pl.col("dur_ns")).cum_max().shift(1).over("pid", "device", "stream")
-    )
+    end = pl.col("start_ns") + pl.col("dur_ns")
+    # each stream's rows are contiguous now: the latest end before each row without a window
+    by = ["pid", "device", "stream"]
+    fast = prev_max_in_groups(gpu.select(*by, end.alias("_e")), by, "_e")
+    prev = end.cum_max().shift(1).over(by) if fast is None else pl.lit(fast)
     return gpu.with_columns(prev.alias("stream_free_ns")).rename(
         {"start_ns": "gpu_start", "dur_ns": "gpu_dur", "kind": "gpu_kind"}
     )
