@@ -132,7 +132,7 @@ def codes_of(s: pl.Series) -> Codes:
     cache)."""
     cats = pl.Categories.random()
     cat = s.cast(pl.Categorical(cats))  # holds the mapping: read it while this lives
-    code = cat.to_physical()
+    code = cat.to_physical().rechunk()  # one chunk: rows are gathered from it (Codes.at)
     if hasattr(cats, "to_series"):  # polars >= 2; before, the series' own categories
         u = cats.to_series()
     else:
@@ -179,18 +179,23 @@ def per_value(
         codes = codes_of(s)
     if codes is not None:
         # the values the rows hold (a null one last), evaluated alone: a frame's codes may
-        # number every name of its events, not only its own
+        # number every name of its events, not only its own; then laid out by code (the codes
+        # of values no row holds: null) and read at each row's code
         n = codes.values.len()
-        code = codes.code.fill_null(n).to_numpy()
-        used = np.flatnonzero(np.bincount(code, minlength=n + 1))
+        code = codes.code
+        code = code.fill_null(n) if code.null_count() else code
+        held = np.zeros(n + 1, dtype=bool)
+        held[code.to_numpy()] = True
+        used = pl.Series(np.flatnonzero(held))
         u = pl.concat([codes.values, pl.Series([None], dtype=pl.String)]).alias(col)
-        u = u.gather(pl.Series(used))
-        pos = np.zeros(n + 1, dtype=np.uint32)
-        pos[used] = np.arange(used.size, dtype=np.uint32)
-        at = pl.Series(pos[code])
-    else:
-        u = s.unique()
-        at = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
+        vals = pl.DataFrame({col: u.gather(used)}).with_columns(**exprs)
+        by_code = (
+            pl.repeat(None, n + 1, dtype=vals.schema[k], eager=True).scatter(used, vals[k])
+            for k in exprs
+        )
+        return df.with_columns(v.gather(code).alias(k) for v, k in zip(by_code, exprs))
+    u = s.unique()
+    at = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
     vals = pl.DataFrame({col: u}).with_columns(**exprs)
     return df.with_columns(vals.get_column(k).gather(at).alias(k) for k in exprs)
 
