@@ -115,7 +115,18 @@ def gpu_busy(gpu: pl.DataFrame) -> pl.DataFrame:
     # one sort serves both groupings: within (rank, step, gclass) the rows stay in start order
     g = gpu.select("rank", "step", "gclass", "start_ns", "dur_ns")
     g = g.sort("rank", "step", "start_ns", maintain_order=True)
-    per = union_ns(g, ["rank", "step", "gclass"], in_start_order=True)
+    # a class's rows, cut out in that order, are grouped by (rank, step) as well: its busy time
+    # without a window over (rank, step, class)
+    cls = g.schema["gclass"]
+    per = pl.concat(
+        union_ns(
+            g.filter(pl.col("gclass").eq_missing(pl.lit(c, dtype=cls))),
+            ["rank", "step"],
+            in_start_order=True,
+            grouped=True,
+        ).select("rank", "step", pl.lit(c, dtype=cls).alias("gclass"), "busy_ns", "n", "sum_ns")
+        for c in g.get_column("gclass").unique().to_list()
+    )
     allc = union_ns(g, ["rank", "step"], in_start_order=True, grouped=True)
     allc = allc.with_columns(pl.lit("all").alias("gclass"))
     return pl.concat([per, allc.select(per.columns)])
