@@ -20,7 +20,7 @@ from ccdiag.ledger.vocab import (
     base_name,
     event_names,
     is_host_copy,
-    join_on_unique,
+    join_first,
     per_value,
     prev_max_in_groups,
     sort_once,
@@ -225,11 +225,10 @@ def host_calls(
     if pc is None:
         gpu = gpu.unique(["pid", "correlation"], keep="first")
         rows = rows.join(gpu, on=["pid", "correlation"], how="left")
-    else:  # the same first row per (pid, correlation), one integer key (a filter, not a unique
-        # over every column)
-        gpu = gpu.with_columns(pc).filter(pl.col("_pc").is_first_distinct())
-        gpu = gpu.drop("pid", "correlation")
-        rows = join_on_unique(rows.with_columns(pc), gpu, "_pc").drop("_pc")
+    else:  # the same first row per (pid, correlation), one integer key (not a unique over
+        # every column, nor a filter and a sort of them)
+        gpu = gpu.with_columns(pc).drop("pid", "correlation")
+        rows = join_first(rows.with_columns(pc), gpu, "_pc").drop("_pc")
     # an async device-to-device copy is a command submission like a memset (CC neither stages
     # nor encrypts it): ledger class launch, not copy
     device_copy = (
