@@ -189,15 +189,24 @@ def per_value(
         used = pl.Series(np.flatnonzero(held))
         u = pl.concat([codes.values, pl.Series([None], dtype=pl.String)]).alias(col)
         vals = pl.DataFrame({col: u.gather(used)}).with_columns(**exprs)
-        by_code = (
-            pl.repeat(None, n + 1, dtype=vals.schema[k], eager=True).scatter(used, vals[k])
-            for k in exprs
-        )
-        return df.with_columns(v.gather(code).alias(k) for v, k in zip(by_code, exprs))
+        return df.with_columns(_by_code(vals.get_column(k), used, n + 1, code) for k in exprs)
     u = s.unique()
     at = s.replace_strict(u, pl.Series(range(u.len()), dtype=pl.UInt32))
     vals = pl.DataFrame({col: u}).with_columns(**exprs)
     return df.with_columns(vals.get_column(k).gather(at).alias(k) for k in exprs)
+
+
+def _by_code(v: pl.Series, used: pl.Series, n: int, code: pl.Series) -> pl.Series:
+    """The values ``v`` of the codes ``used`` (of ``n``) read at each row's ``code``: a flag
+    or a number without nulls through numpy (~half polars' gather of a bitmap), else polars."""
+    if v.null_count() == 0 and (
+        v.dtype == pl.Boolean or v.dtype.is_integer() or v.dtype.is_float()
+    ):
+        flat = np.zeros(n, dtype=v.to_numpy().dtype)
+        flat[used.to_numpy()] = v.to_numpy()
+        return pl.Series(v.name, flat[code.to_numpy()], dtype=v.dtype)
+    table = pl.repeat(None, n, dtype=v.dtype, eager=True).scatter(used, v)
+    return table.gather(code).alias(v.name)
 
 
 def same_keys_as(keys: list[str], n: int) -> pl.Expr:
