@@ -16,6 +16,7 @@ from ccdiag.ledger.vocab import (
     OP_CATEGORIES,
     RUN_GAP_NS,
     is_host_copy,
+    per_value,
     prev_max_in_groups,
     same_keys_as,
     sort_once,
@@ -200,21 +201,16 @@ def window_classes(windows: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(
             schema={"rank": pl.Int32, "step": pl.Int32, "cat": pl.String, "ns": pl.Float64}
         )
-    cat = (
-        pl.when(pl.col("gclass") == "copy")
-        .then(
-            pl.when(is_host_copy().fill_null(False))
-            .then(pl.lit("gpu_copy"))
-            .otherwise(pl.lit("gpu_other"))
-        )
-        .otherwise(pl.concat_str(pl.lit("gpu_"), pl.col("gclass")))
-    )
+    # gpu_<class> once per distinct class; a copy's host crossing read off the copies alone
+    gclass = {"cat": pl.concat_str(pl.lit("gpu_"), pl.col("gclass"))}
+    cat = per_value(gpu.select("gclass"), "gclass", gclass).get_column("cat")
+    copy = gpu.get_column("gclass") == "copy"
+    crossing = is_host_copy().fill_null(False)
+    label = pl.when(crossing).then(pl.lit("gpu_copy")).otherwise(pl.lit("gpu_other"))
+    cat = cat.scatter(copy.arg_true(), gpu.filter(copy).select(label).to_series())
     g = gpu.select(
-        "rank",
-        pl.col("start_ns").alias("gs"),
-        (pl.col("start_ns") + pl.col("dur_ns")).alias("ge"),
-        cat.alias("cat"),
-    )
+        "rank", pl.col("start_ns").alias("gs"), (pl.col("start_ns") + pl.col("dur_ns")).alias("ge")
+    ).with_columns(cat.alias("cat"))
     win = windows.with_row_index("wid").sort("ws")
     j = g.sort("ge").join_asof(win, left_on="ge", right_on="ws", by="rank", check_sortedness=False)
     j = j.filter(pl.col("wid").is_not_null()).with_columns(
