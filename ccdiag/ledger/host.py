@@ -364,17 +364,19 @@ def host_intervals(calls: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit("gap_other"))
     )
     keep = ["rank", "step", "cat", "a", "b"]
+    # the labels once per call class, not per call
+    cats = per_value(calls.select("cls"), "cls", {"_gap": gap_cat, "_own": cat_call})
     gaps = calls.select(
         "rank",
         "step",
-        gap_cat.alias("cat"),
+        cats.get_column("_gap").alias("cat"),
         pl.col("prev_end").alias("a"),
         pl.col("start_ns").alias("b"),
     )
     own = calls.select(
         "rank",
         "step",
-        cat_call.alias("cat"),
+        cats.get_column("_own").alias("cat"),
         pl.col("eff_start").alias("a"),
         pl.col("end_ns").alias("b"),
     )
