@@ -55,23 +55,29 @@ def gpu_rows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         calls = calls.select(pc, le)
         if not _strictly_increasing(calls["_pc"]):  # else each key once: the min is its row
             calls = calls.group_by("_pc").agg(pl.col("launch_end").min())
-    # the launch's end and whether the row's own step is a window, joined on the key columns
-    # alone (each key once on the right) and added to the rows: the joins do not copy the ~20
-    # columns of a million GPU rows
-    known = windows.select("rank", "step").unique().with_columns(pl.lit(True).alias("_ok"))
+    # the launch's end, joined on the key columns alone (each key once on the right) and added
+    # to the rows: the join does not copy the ~20 columns of a million GPU rows; and whether
+    # the row's own step is a window: its (rank, step) as one integer among the windows' (a
+    # lookup in a few thousand, not a join)
     keyed = gpu.select(*(on if pc is None else [pc]), "rank", "step")
     if pc is None:
         keyed = keyed.join(calls, on=on, how="left", maintain_order="left")
     else:  # each key once on the right: binary search, not a hash join on 2.6 M calls
         keyed = join_on_unique(keyed, calls, "_pc")
-    keyed = keyed.join(known, on=["rank", "step"], how="left", maintain_order="left")
-    gpu = gpu.with_columns(keyed["launch_end"], keyed["_ok"])
+    known = windows.select(_rank_step()).to_series().implode()
+    ok = keyed.select(_rank_step().is_in(known).alias("_ok"))
+    gpu = gpu.with_columns(keyed["launch_end"], ok["_ok"])
     step = pl.when(pl.col("_ok").fill_null(False)).then(pl.col("step")).otherwise(pl.col("_wstep"))
     gpu = gpu.with_columns(step.alias("step")).drop("_row", "_wstep", "_ok")
     # one chunk per column, as the joins on the whole frame gave: the added columns come in one
     # chunk, the rest as the filter of the events cut them, and polars panics on a frame whose
     # columns are cut at different rows (a copy of the columns, not a gather)
     return gpu.filter(pl.col("step").is_not_null()).rechunk()
+
+
+def _rank_step() -> pl.Expr:
+    """``rank`` and ``step`` (Int32) as one Int64, one to one (null where either is)."""
+    return pl.col("rank").cast(pl.Int64) * (1 << 32) + (pl.col("step").cast(pl.Int64) & 0xFFFFFFFF)
 
 
 def _strictly_increasing(s: pl.Series) -> bool:
