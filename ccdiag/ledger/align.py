@@ -32,6 +32,7 @@ from ccdiag.ledger.vocab import (
     LAUNCH_PATHS,
     Codes,
     base_name,
+    codes_of,
     in_step_shift,
     is_host_copy,
     launch_path_parts,
@@ -869,18 +870,22 @@ def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = 
     read = ("rank", "idx", "b_k", "t_k", "key", "prev_key", "b_gap", "d_gap")
     m = m.select(read).filter(pl.Series(exc == 0))
     kept = identified_keys(m, kept)
-    for c in ("key", "prev_key"):  # once per distinct key, not per gap
-        m = per_value(m, c, {c: coarse_key(pl.col(c), kept)})
-    keys = sorted(
-        (set(m["key"].unique().to_list()) | set(m["prev_key"].unique().to_list())) - {"start"}
-    )
+    # once per distinct key, not per gap: each column's keys numbered in one hash pass, their
+    # coarse keys and the model's codes worked out on the distinct keys, read at each gap's
+    raw = {c: codes_of(m.get_column(c)) for c in ("key", "prev_key")}
+    coarse = {
+        c: pl.DataFrame({c: r.values}).select(coarse_key(pl.col(c), kept)).to_series().to_list()
+        for c, r in raw.items()
+    }
+    held = {c: np.unique(r.code.to_numpy()).tolist() for c, r in raw.items()}
+    keys = sorted({coarse[c][i] for c in raw for i in held[c]} - {"start"})
     nk = len(keys)
     code = {k: i for i, k in enumerate(keys)}
 
     def codes(c: str) -> np.ndarray:  # nk: "start" (no column)
-        old = pl.Series([*keys, "start"], dtype=pl.String)
-        new = pl.Series(range(nk + 1), dtype=pl.Int64)
-        return m[c].replace_strict(old, new, return_dtype=pl.Int64).to_numpy()
+        at = {**code, "start": nk}
+        table = np.array([at.get(k, -1) for k in coarse[c]], dtype=np.int64)
+        return table[raw[c].code.to_numpy()]
 
     kc, pc = codes("key"), codes("prev_key")
     cell = _cells(kc, pc, keys)
