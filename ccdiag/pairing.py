@@ -173,10 +173,12 @@ def _overlap(cb: pl.DataFrame, ct: pl.DataFrame, aligned: pl.DataFrame, key: str
 def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     ev = side.events
     keep = ev.select(pl.col("kind").is_in(vc.API_KINDS)).to_series()
+    names = vc.event_names(ev)
     api = ev.select("rank", "pid", "tid", "name", "start_ns").filter(keep)
-    api = hc.on_threads(api.with_columns(vc.event_names(ev).keep(keep).code.alias("_nc")), threads)
+    api = hc.on_threads(api.with_columns(names.keep(keep).code.alias("_nc")), threads)
     flags = {"_kl": vc.is_kernel_launch(), "_graph": vc.base_name().str.contains("GraphLaunch")}
-    codes = vc.Codes(api.get_column("_nc"), vc.event_names(ev).values)
+    # the codes of the rows on_threads kept (it filters; the column travelled with them)
+    codes = vc.Codes(api.get_column("_nc"), names.values)
     api = vc.per_value(api.select("rank", "name", "start_ns"), "name", flags, codes)
     api = hc.assign_window(api.filter(pl.col("_kl")).select("rank", "_graph", "start_ns"), windows)
     return api.group_by("rank", "step").agg(
@@ -249,8 +251,8 @@ def _check_time_units(b: Trace, t: Trace) -> None:
     *and* every API call by three orders of magnitude; that is a unit mismatch.
     """
     ratios = []
+    evs = (b.events, t.events)
     for kinds in (["kernel", "collective"], ["runtime", "driver"], ["cpu_op"]):
-        evs = (b.events, t.events)
         keep = [e.select(pl.col("kind").is_in(kinds)).to_series() for e in evs]
         names = vc.joint_codes(*(vc.event_names(e).keep(k) for e, k in zip(evs, keep)))
         rows_b, rows_t = (
