@@ -362,6 +362,17 @@ def test_memsets_of_managed_memory_are_not_host_copies() -> None:
     assert uvm.count_per_step == 1966
 
 
+def test_device_to_device_async_copies_are_not_blocked_readbacks() -> None:
+    """Regression (TraceLens' B200 eager trace, third-party): 146 of its 161 ``cudaMemcpyAsync``
+    a step copy device to device, which CC neither stages nor encrypts; the replay already left
+    them non-blocking, but the table said "161 cudaMemcpyAsync per step block until the stream
+    drains". Only the 15 that cross the bridge (13 pinned + 2 pageable host-to-device) count."""
+    t = REPO / "tests/data/shared/external/TraceLens/tests/traces/b200/eager_trace.json.gz"
+    p = predict_trace(api.load_trace(t), "b200")
+    blocked = next(m for m in p.mechanisms if m.mechanism == "blocked_non_blocking")
+    assert blocked.count_per_step == 15
+
+
 def test_a_fix_cannot_run_the_steps_faster_than_the_gpu_runs_their_work() -> None:
     """Regression (the real H200 CUDA-graph decode, nsys): with the readbacks moved to a drain
     thread the main thread has nothing left to wait for, and its replayed steps shrank to 179 µs,
