@@ -192,7 +192,12 @@ def _cross_stream_deps(g: pl.DataFrame) -> pl.DataFrame:
     # before it says only that the stream ran dry (the host was late), and a fixed delay after
     # that row would keep the host's lateness in every counterfactual (tv_train's treatment:
     # kernels 34 us after their tolled launches, anchored to the row before, kept the toll)
-    dep = idle & late & (pl.col("_dgi") != pl.col("_gi")) & (pl.col("_dstream") != pl.col("stream"))
+    # and it ended after the launch returned: a row that ended before the work was submitted
+    # released nothing (trace_diff's V100 rank: a kernel 8 us after its launch, on a GPU idle for
+    # 13.7 ms, was anchored to the memset that ended then, and kept the host's lateness)
+    after_launch = pl.col("_dend") > pl.col("ce")
+    other = (pl.col("_dgi") != pl.col("_gi")) & (pl.col("_dstream") != pl.col("stream"))
+    dep = idle & late & after_launch & other
     j = j.with_columns(
         pl.when(dep.fill_null(False)).then(pl.col("_dgi")).otherwise(-1).alias("dep"),
         pl.when(dep.fill_null(False))
