@@ -21,6 +21,12 @@ def _with_ptsz(names: set[str]) -> frozenset[str]:
     return frozenset(names | {n + s for n in names for s in ("_ptsz", "_ptds")})
 
 
+#: The shortest call that can hold a CUDA context's creation (driver and device set-up, 0.16 to
+#: 0.20 s on H100 with CC off in the ISPASS'25 runs; tens of ms on any GPU). The attribution
+#: takes a whole-program trace's first runtime call for it only when it lasts this long, and
+#: ``ccdiag predict`` tolls the longest setup call of at least this length.
+CONTEXT_CALL_NS = 50_000_000
+
 #: Kernel launches (runtime and driver, CUDA 11-13).
 KERNEL_LAUNCH_APIS = _with_ptsz(
     {

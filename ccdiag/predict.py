@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from ccdiag import apis
 from ccdiag.platforms import Platform, load_platform
 from ccdiag.replay import Injection, RowCosts, main_threads, model_rows, replay
 from ccdiag.schema import Trace
@@ -55,7 +56,7 @@ MECHANISMS = (
     "one_time_setup",
 )
 #: A call at least this long that is not a launch, copy or sync creates the context.
-CONTEXT_CALL_NS = 50_000_000
+CONTEXT_CALL_NS = apis.CONTEXT_CALL_NS
 #: Copies at least this large are "bulk" (weights, KV blocks): keeping them resident removes them.
 BULK_BYTES = 1 << 20
 #: Copies below this size pay mostly the per-copy toll: batching them into one per step and

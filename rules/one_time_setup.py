@@ -47,7 +47,10 @@ class OneTimeSetup(Rule):
 
     ## Limits
     Allocation inside a step (a cache miss of the allocator) is counted here too. Context creation
-    inside another thread's first call is not on the main thread's ledger. Host-only pairs: a
+    inside another thread's first call is not on the main thread's ledger. Without step markers
+    the first runtime call counts as the context's creation only when it lasts 50 ms or more
+    (``ccdiag.apis.CONTEXT_CALL_NS``): a window cut out of a running process starts with an
+    ordinary call. Host-only pairs: a
     ``cudaFree`` that waited for slower kernels is not setup (``rules/_host_only.py``).
 
     ## Options

@@ -210,11 +210,15 @@ def host_calls(
     flags = {"cls": api_class(), "_query": query, "_async": is_async}
     api = per_value(api, "name", flags, event_names(ev).at(api.get_column("ev_row")))
     api = api.filter(~pl.col("_query")).drop("_query")
-    if (
-        whole_program
-    ):  # the first runtime call (driver probes such as cuModuleGetLoadingMode precede it)
+    if whole_program:
+        # the first runtime call (driver probes such as cuModuleGetLoadingMode precede it), when
+        # it lasts long enough to hold a context's creation: a trace cut out of a running
+        # process (nsys-ai's mfu_2gpu windows) starts with an ordinary call, a copy whose CC
+        # cost was then reported as one_time_setup
         rt_start = pl.when(pl.col("kind") == "runtime").then(pl.col("start_ns"))
-        first = pl.col("start_ns") == rt_start.min().over("rank", "pid")
+        first = (pl.col("start_ns") == rt_start.min().over("rank", "pid")) & (
+            pl.col("dur_ns") >= apis.CONTEXT_CALL_NS
+        )
         api = api.with_columns(
             pl.when(first).then(pl.lit("setup")).otherwise(pl.col("cls")).alias("cls")
         )
