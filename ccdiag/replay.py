@@ -673,9 +673,17 @@ def replay(
     return Trace(events=out, meta=trace.meta.model_copy(), steps=steps)
 
 
-def synthesize(baseline: Trace, injection: Injection, source: str = "synthetic") -> Trace:
-    """A synthetic treatment: the baseline replayed with injected CC costs."""
-    t = replay(baseline, injection)
+def synthesize(
+    baseline: Trace, injection: Injection, source: str = "synthetic", *, queue_aware: bool = False
+) -> Trace:
+    """A synthetic treatment: the baseline replayed with injected CC costs.
+
+    ``queue_aware``: GPU rows queued behind their stream keep the gaps they had (the model the
+    attribution replays with); by default they are packed behind their stream (another
+    emulator's timeline of the same costs).
+    """
+    costs = RowCosts(queue_aware=True) if queue_aware else None
+    t = replay(baseline, injection, costs=costs)
     return Trace(
         t.events, t.meta.model_copy(update={"source": source, "cc_mode": "synthetic"}), t.steps
     )

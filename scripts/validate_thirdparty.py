@@ -33,7 +33,7 @@ from pathlib import Path
 from ccdiag import api
 from ccdiag.engine import diagnose_pair
 from ccdiag.pairing import pair_traces
-from ccdiag.replay import Injection, RowCosts, replay, synthesize
+from ccdiag.replay import Injection, synthesize
 from ccdiag.schema import Trace
 from ccdiag.units import duration
 
@@ -95,10 +95,7 @@ class Row:
 
 
 def _emulate(trace: Trace, inj: Injection, queue_aware: bool) -> Trace:
-    if not queue_aware:
-        return synthesize(trace, inj)
-    t = replay(trace, inj, costs=RowCosts(queue_aware=True))
-    return Trace(t.events, t.meta.model_copy(update={"cc_mode": "synthetic"}), t.steps)
+    return synthesize(trace, inj, queue_aware=queue_aware)
 
 
 def collect() -> list[Row]:

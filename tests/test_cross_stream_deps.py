@@ -19,7 +19,7 @@ import pytest
 from ccdiag import api
 from ccdiag.engine import diagnose_pair
 from ccdiag.pairing import pair_traces
-from ccdiag.replay import Injection, RowCosts, _cross_stream_deps, replay
+from ccdiag.replay import Injection, _cross_stream_deps, synthesize
 from ccdiag.schema import Trace
 from tests.conftest import shared_path
 
@@ -49,8 +49,7 @@ def test_a_row_launched_after_the_last_row_ended_waited_for_nothing_of_it() -> N
 
 
 def _synthetic(trace: Trace, injection: Injection) -> Trace:
-    t = replay(trace, injection, costs=RowCosts(queue_aware=True))
-    return Trace(t.events, t.meta.model_copy(update={"cc_mode": "synthetic"}), t.steps)
+    return synthesize(trace, injection, queue_aware=True)
 
 
 def test_a_toll_put_inside_the_launches_of_a_third_party_ddp_rank_is_taken_back_out() -> None:

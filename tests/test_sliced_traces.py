@@ -15,14 +15,13 @@ from __future__ import annotations
 from ccdiag import api
 from ccdiag.engine import diagnose_pair
 from ccdiag.pairing import pair_traces
-from ccdiag.replay import Injection, RowCosts, replay
+from ccdiag.replay import Injection, synthesize
 from ccdiag.schema import Trace
 from tests.conftest import shared_path
 
 
 def _synthetic(trace: Trace, injection: Injection) -> Trace:
-    t = replay(trace, injection, costs=RowCosts(queue_aware=True))
-    return Trace(t.events, t.meta.model_copy(update={"cc_mode": "synthetic"}), t.steps)
+    return synthesize(trace, injection, queue_aware=True)
 
 
 def test_a_window_of_a_running_process_has_no_context_creation_to_blame() -> None:
