@@ -396,8 +396,8 @@ def main() -> None:
                 "their estimator); HELD-OUT-17, declared that day before its capture (HF "
                 "`generate()` on Granite with the toll, a CPU neighbour of a new shape and both, "
                 "Kineto and nsys, and the toll after each launch; on Qwen3 with the toll before "
-                "and after each launch, Kineto and nsys), not captured yet: no device machine "
-                "could be started (2026-12-05). "
+                "and after each launch, Kineto and nsys), captured on an H100 with the Granite "
+                "Kineto session dropped (past its time budget) and judged once (2026-12-05). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
