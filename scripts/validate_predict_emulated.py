@@ -534,6 +534,17 @@ WHY_MECH = {
         "same model cost 12.4 ms (hf_generate_falcon), and GPT-BigCode's after the call 8.0 "
         "for 7.6 injected"
     ),
+    ("hf_generate_qwen3", "launch_toll"): (
+        "inside the truth's 95 % CI (6.5–46.6 ms), whose median (31.1 ms) is 1.75x the tolls "
+        "injected (17.79 ms; 18.0 predicted): captured on an H100 host whose steps spread widely "
+        "(baseline p10–p90 73.8–117.6 ms), where `ccdiag analyze` measures 19.1 µs paid per "
+        "tolled runtime launch: the spun toll costs this host more than itself"
+    ),
+    ("hf_generate_qwen3_after", "launch_toll"): (
+        "inside the truth's 95 % CI (17.3–38.2 ms), whose median (26.5 ms) is 1.49x the tolls "
+        "injected (17.79 ms; 18.0 predicted): as for hf_generate_qwen3 (same H100 host), the "
+        "toll spun after each launch costs this host more than itself"
+    ),
     ("tv_eval_nostep", "launch_toll"): (
         "the truth (1.04 ms, CI 0.31–1.59) is below the tolls injected (1.24 ms, all predicted): "
         "part of the toll hides behind the loader's wait for its next batch in this run, while "
