@@ -84,6 +84,7 @@ SPLITS = (
     "HELD-OUT-14",
     "HELD-OUT-15",
     "HELD-OUT-17",
+    "HELD-OUT-18",
 )
 
 

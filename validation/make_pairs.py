@@ -146,6 +146,13 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "hf_generate_granite_cpu": ("hf_generate_granite", "only_cpu", "HELD-OUT-17"),
     "hf_generate_granite_both": ("hf_generate_granite", "treatment", "HELD-OUT-17"),
     "hf_generate_granite_after": ("hf_generate_granite_after", "treatment", "HELD-OUT-17"),
+    # HELD-OUT-18, declared 2026-12-05 before its capture: scripts/device/run_v20_heldout18.sh
+    "tv_train_regnet_launch": ("tv_train_regnet", "only_launch", "HELD-OUT-18"),
+    "tv_train_regnet_copies": ("tv_train_regnet", "on_copy_pad+copy_sync", "HELD-OUT-18"),
+    "tv_train_regnet_both": ("tv_train_regnet", "treatment", "HELD-OUT-18"),
+    "tv_eval_shufflenet_launch": ("tv_eval_shufflenet", "only_launch", "HELD-OUT-18"),
+    "tv_eval_shufflenet_copies": ("tv_eval_shufflenet", "on_copy_pad+copy_sync", "HELD-OUT-18"),
+    "tv_eval_shufflenet_both": ("tv_eval_shufflenet", "treatment", "HELD-OUT-18"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
