@@ -398,7 +398,11 @@ def main() -> None:
                 "`generate()` on Granite with the toll, a CPU neighbour of a new shape and both, "
                 "Kineto and nsys, and the toll after each launch; on Qwen3 with the toll before "
                 "and after each launch, Kineto and nsys), captured on an H100 with the Granite "
-                "Kineto session dropped (past its time budget) and judged once (2026-12-05). "
+                "Kineto session dropped (past its time budget) and judged once (2026-12-05); "
+                "HELD-OUT-18, declared that afternoon before its capture (torchvision "
+                "RegNetY-400MF training and ShuffleNetV2 inference with pinned DataLoaders, every "
+                "subset of the toll and the copy costs, the second with the toll after the call "
+                "and the copy pad on the GPU), captured on an H100 and judged once. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -545,6 +545,22 @@ WHY_MECH = {
         "injected (17.79 ms; 18.0 predicted): as for hf_generate_qwen3 (same H100 host), the "
         "toll spun after each launch costs this host more than itself"
     ),
+    ("tv_train_regnet_*", "launch_toll"): (
+        "the truth (15.0 ms, CI 8.5–20.1) is 2.7x the tolls injected (5.48 ms; 6.77 predicted): "
+        "in this session every phase with any mechanism grew 5–17 ms over a baseline of 50 ms "
+        "(p10–p90 41.9–72.7), the three together less than either alone; `ccdiag analyze` "
+        "measures the host code itself 1.2–1.5x slower, which a CC-off trace cannot show "
+        "(validation/SPLIT.md, HELD-OUT-18)"
+    ),
+    ("tv_train_regnet_*", "blocked_non_blocking"): (
+        "the truth (9.5 ms, CI 2.8–15.1) is 5–8x the blocking injected (1.19–1.82 ms): as for "
+        "the launch toll of this session, the host code itself ran slower in every treated phase"
+    ),
+    ("tv_eval_shufflenet_*", "serialized_copies"): (
+        "the truth is negative (−0.81 ms, CI −1.20 to −0.11): with the copy pad on the GPU side, "
+        "adding the cost made the measured step faster; a cost the model adds cannot make a "
+        "step faster"
+    ),
     ("tv_eval_nostep", "launch_toll"): (
         "the truth (1.04 ms, CI 0.31–1.59) is below the tolls injected (1.24 ms, all predicted): "
         "part of the toll hides behind the loader's wait for its next batch in this run, while "
