@@ -224,6 +224,23 @@ def test_class3_the_padding_gets_its_shapley_share() -> None:
     assert abs(_att(r)["serialized_copies"] - truth) <= 0.15 * truth
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a miss, not a pass (HELD-OUT-18, judged once): the blocking H2D copy's Shapley value "
+        "beside the toll is +0.56 ms [0.07, 0.90] and ccdiag gives it 8 us: the host waits "
+        "630 us a step inside the copy calls, which CP02 reads as waiting for the GPU-side "
+        "padding (CP01's, 518 us paid) and the replay adds 33 us of it to the step"
+    ),
+)
+def test_class3_a_block_that_waits_for_gpu_side_padding_gets_its_shapley_share() -> None:
+    """tv_eval_shufflenet_both (torchvision ShuffleNetV2 inference, the copy pad placed on the
+    GPU side, the toll after each launch): the other placement of the copy costs."""
+    r, g = _report("tv_eval_shufflenet_both"), _truth("tv_eval_shufflenet_both")
+    truth = g["shapley_ns_per_step"]["blocked_non_blocking"]["value"]
+    assert abs(_att(r).get("blocked_non_blocking", 0) - truth) <= 0.15 * truth
+
+
 # ---------------------------------------------------------------- class 5: the async readback
 
 

@@ -312,6 +312,69 @@ def _round0_miss(name: str, paid: float, injected: float, grew: float, pooled: f
         ("hf_generate_stablelm", 0.8, 1.3),  # 12.68 for 11.59
         ("hf_generate_stablelm_after", 0.8, 1.3),  # 12.18 for 11.59
         ("hf_generate_stablelm_nsys_il", 0.8, 1.3),  # 9.74 for 11.59
+        # HELD-OUT-17 (judged once on an H100, then opened): HF Granite and Qwen3
+        ("hf_generate_granite_after", 0.8, 1.3),  # 17.63 ms for 14.95
+        ("hf_generate_granite_nsys_il", 0.8, 1.3),  # 13.31 for 14.95
+        ("hf_generate_qwen3_after", 0.8, 1.3),  # 19.18 for 17.79
+        ("hf_generate_qwen3_nsys_il", 0.8, 1.3),  # 17.46 for 17.79
+        pytest.param(
+            "hf_generate_granite_cpu_nsys_il",
+            0.8,
+            1.3,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "a miss, not a pass (HELD-OUT-17, judged once): 11.91 ms/step paid for 14.95 "
+                    "injected (0.797x) beside the waking neighbour; its Shapley value is right (-5 %)"
+                ),
+            ),
+        ),
+        pytest.param(
+            "hf_generate_qwen3",
+            0.8,
+            1.3,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "a miss, not a pass (HELD-OUT-17, judged once): 31.34 ms/step paid for 17.79 "
+                    "injected (1.76x, 19.1 us per tolled runtime launch); the session's own step "
+                    "delta for the toll alone is 31.1 ms [6.5, 46.6]: the spun toll cost this H100 "
+                    "host more than itself, so the paid cost is right about the step and not about "
+                    "the shim's count"
+                ),
+            ),
+        ),
+        # HELD-OUT-18 (judged once on an H100, then opened): torchvision loops, pinned loaders
+        ("tv_train_regnet_launch", 0.8, 1.3),  # 5.95 for 5.48
+        ("tv_eval_shufflenet_launch", 0.8, 1.3),  # 1.66 for 1.32, the toll after the call
+        pytest.param(
+            "tv_train_regnet_both",
+            0.8,
+            1.3,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "a miss, not a pass (HELD-OUT-18, judged once): beside the blocking copies the "
+                    "toll is paid 26.3 us per tolled launch (11.86 ms/step for 5.48 injected, 2.16x): "
+                    "the host code's own 1.3x slowdown in that session went into the per-launch "
+                    "constants and HS01's slope came out negative (-0.141, z -17.4), where the toll "
+                    "alone (tv_train_regnet_launch) paid 13.2 us and left the slowdown to HS01"
+                ),
+            ),
+        ),
+        pytest.param(
+            "tv_eval_shufflenet_both",
+            0.8,
+            1.3,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "a miss, not a pass (HELD-OUT-18, judged once): 1.98 ms/step paid for 1.32 "
+                    "injected (1.50x) with the toll after the call beside blocking copies whose "
+                    "padding is on the GPU; alone the same toll is paid 1.66 ms (1.26x)"
+                ),
+            ),
+        ),
     ],
 )
 def test_the_toll_paid_beside_a_neighbour_is_what_was_injected(
