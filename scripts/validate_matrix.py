@@ -85,6 +85,7 @@ SPLITS = (
     "HELD-OUT-15",
     "HELD-OUT-17",
     "HELD-OUT-18",
+    "HELD-OUT-19",
 )
 
 

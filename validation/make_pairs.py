@@ -153,6 +153,13 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_eval_shufflenet_launch": ("tv_eval_shufflenet", "only_launch", "HELD-OUT-18"),
     "tv_eval_shufflenet_copies": ("tv_eval_shufflenet", "on_copy_pad+copy_sync", "HELD-OUT-18"),
     "tv_eval_shufflenet_both": ("tv_eval_shufflenet", "treatment", "HELD-OUT-18"),
+    # HELD-OUT-19, declared 2026-12-05 before its capture: scripts/device/run_v21_heldout19.sh
+    "serve_graph_gpu_launch": ("serve_graph_gpu", "only_launch", "HELD-OUT-19"),
+    "serve_graph_gpu_copies": ("serve_graph_gpu", "on_copy_pad+copy_sync", "HELD-OUT-19"),
+    "serve_graph_gpu_both": ("serve_graph_gpu", "treatment", "HELD-OUT-19"),
+    "serve_eager_gpu_after_launch": ("serve_eager_gpu_after", "only_launch", "HELD-OUT-19"),
+    "serve_eager_gpu_after_copies": ("serve_eager_gpu_after", "on_copy_pad+copy_sync", "HELD-OUT-19"),
+    "serve_eager_gpu_after_both": ("serve_eager_gpu_after", "treatment", "HELD-OUT-19"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
