@@ -403,7 +403,11 @@ def main() -> None:
                 "HELD-OUT-18, declared that afternoon before its capture (torchvision "
                 "RegNetY-400MF training and ShuffleNetV2 inference with pinned DataLoaders, every "
                 "subset of the toll and the copy costs, the second with the toll after the call "
-                "and the copy pad on the GPU), captured on an H100 and judged once. "
+                "and the copy pad on the GPU), captured on an H100 and judged once; HELD-OUT-19, "
+                "declared the same afternoon before its capture (the serving loop's async "
+                "readback, CUDA graph and eager with the toll after the call, the copy pad on the "
+                "GPU, every subset), judged once (two of its six pairs were refused then as "
+                "mismatched; the launch-count check's fix came after). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -566,6 +566,12 @@ WHY_MECH = {
         "injected (5.48 ms; 7.07 predicted): the spun toll costs this H100 host more than itself "
         "(the profiled session's truth is 2.7x)"
     ),
+    ("serve_eager_gpu_after_*", "blocked_non_blocking"): (
+        "the truth (1.17 ms, CI 0.08–1.65) is 23x the blocking the shim counted (0.05 ms a "
+        "step; 17 µs predicted): in this eager, host-bound loop the steps of the phase with the "
+        "blocking readback ran slower by more than the blocking itself, which a CC-off trace "
+        "cannot show (not explained further)"
+    ),
     ("tv_eval_nostep", "launch_toll"): (
         "the truth (1.04 ms, CI 0.31–1.59) is below the tolls injected (1.24 ms, all predicted): "
         "part of the toll hides behind the loader's wait for its next batch in this run, while "

@@ -260,6 +260,39 @@ def test_class5_an_async_readback_that_blocks_is_the_delta_and_a_drain_thread_re
     assert drain and drain[0].share >= 0.8
 
 
+@pytest.mark.parametrize("pair", ["serve_graph_gpu_copies", "serve_graph_gpu_both"])
+def test_class5_a_graph_loop_beside_an_emulators_gpu_padding_kernel_is_the_same_workload(
+    pair: str,
+) -> None:
+    """HELD-OUT-19 (judged once, then opened): a CUDA-graph serving loop launches once a step;
+    an emulator padding its copies on the GPU launches a kernel beside each readback, and the
+    launch-count check refused the pair (1 vs 2 launches a step, +100 %). Kernels only the
+    treatment runs, right after a copy on its stream, are now read as the copy's cost placed on
+    the GPU and left out of the check (said in a note); the blocked readback is within 15 % of
+    its Shapley truth (-8 %, -5 %)."""
+    r, g = _report(pair), _truth(pair)
+    assert any("right after a copy on its stream" in n for n in r.notes)
+    truth = g["shapley_ns_per_step"]["blocked_non_blocking"]["value"]
+    assert abs(_att(r).get("blocked_non_blocking", 0) - truth) <= 0.15 * truth
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a miss, not a pass (TUNE, 2026-12-05): refused as mismatched until the padding kernels "
+        "were recognized (48 vs 64 launches a step); now paired, 87 % of its delta is "
+        "unattributed: CP01 pays the padding (2.06 ms/step for 1.88 injected), but the replay "
+        "without every mechanism takes the step from 3,571 to 3,448 us only (baseline 1,388), "
+        "and removing the padding kernels from the replayed GPU as well did not move it (tried)"
+    ),
+)
+def test_class3_sixteen_copies_padded_on_the_gpu_are_attributed() -> None:
+    """kv_offload_gpu (ccdiag's KV offload, 16 copies a step, the pad as a kernel after each)."""
+    r = _report("kv_offload_gpu")
+    assert any("16 a step" in n for n in r.notes)
+    assert abs(r.unattributed_share) <= 0.10
+
+
 @pytest.mark.parametrize("pair", ["serve_graph_sync", "serve_graph_drain"])
 def test_class5_no_blocked_copy_where_the_readback_never_overlapped(pair: str) -> None:
     """The synchronous and drain-worker readbacks: the copy's wait is no CC cost there (the
