@@ -195,18 +195,13 @@ def _copy_padding(t: Side, kern_t: pl.DataFrame, only_t: pl.Series) -> pl.DataFr
     """The treatment's kernels that are a copy's cost placed on the GPU (an emulator's padding
     kernel; real CC makes the copy itself longer): a name the baseline never runs, starting on a
     stream within ``PAD_AFTER_COPY_NS`` of a copy's end there. Their rank, step and ev_row."""
-    ev = t.trace.events
-    rows = t.gpu.select("rank", "step", "ev_row", "gclass")
-    at = rows.get_column("ev_row")
-    rows = rows.with_columns(
-        ev.get_column("device").gather(at).alias("_dev"),
-        ev.get_column("stream").gather(at).alias("_st"),
-        ev.get_column("start_ns").gather(at).alias("_s"),
-        (ev.get_column("start_ns") + ev.get_column("dur_ns")).gather(at).alias("_e"),
-    ).sort("rank", "_dev", "_st", "_s")
-    lane = ("rank", "_dev", "_st")
+    lane = ("rank", "device", "stream")
+    rows = t.gpu.select(*lane, "step", "ev_row", "gclass", "start_ns", "dur_ns").sort(
+        *lane, "start_ns"
+    )
+    end = pl.col("start_ns") + pl.col("dur_ns")
     after_copy = (pl.col("gclass").shift(1).over(lane) == "copy") & (
-        pl.col("_s") - pl.col("_e").shift(1).over(lane) <= PAD_AFTER_COPY_NS
+        pl.col("start_ns") - end.shift(1).over(lane) <= PAD_AFTER_COPY_NS
     )
     cand = rows.filter(after_copy).select("rank", "step", "ev_row")
     only = kern_t.select("ev_row").filter(only_t)
@@ -225,12 +220,12 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
     cb, ct = vc.joint_codes(*names)
     pad = _copy_padding(t, kern[1], ~ct.is_in(cb.unique()).fill_null(False))
     notes = []
+    per = pad.group_by("rank", "step").len("_p")  # padding kernels (and launches) per step
     if pad.height:  # left out of the check, counted and said
         keep = ~kern[1].get_column("ev_row").is_in(pad.get_column("ev_row"))
         kern[1], ct = kern[1].filter(keep), ct.filter(keep)
-        per = pad.group_by("rank", "step").len("pads")
         notes.append(
-            f"{pad.height} kernels of the treatment ({vc.num(per['pads'].median()):.0f} a step) "
+            f"{pad.height} kernels of the treatment ({vc.num(per['_p'].median()):.0f} a step) "
             "that the baseline never runs start right after a copy on its stream: read as the "
             "copy's cost placed on the GPU (an emulator's padding kernel), left out of the "
             "same-workload check"
@@ -242,7 +237,7 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
     lb = _launch_stats(b.trace, b.threads, b.windows)
     lt = _launch_stats(t.trace, t.threads, t.windows)
     if pad.height:  # each padding kernel came with a launch of its own
-        lt = lt.join(pad.group_by("rank", "step").len("_p"), on=["rank", "step"], how="left")
+        lt = lt.join(per, on=["rank", "step"], how="left")
         lt = lt.with_columns(pl.col("launches") - pl.col("_p").fill_null(0)).drop("_p")
     j = (
         aligned.join(lb, left_on=["rank", "b_step"], right_on=["rank", "step"], how="left")
