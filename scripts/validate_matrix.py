@@ -86,6 +86,7 @@ SPLITS = (
     "HELD-OUT-17",
     "HELD-OUT-18",
     "HELD-OUT-19",
+    "HELD-OUT-20",
 )
 
 

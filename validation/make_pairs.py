@@ -158,8 +158,26 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "serve_graph_gpu_copies": ("serve_graph_gpu", "on_copy_pad+copy_sync", "HELD-OUT-19"),
     "serve_graph_gpu_both": ("serve_graph_gpu", "treatment", "HELD-OUT-19"),
     "serve_eager_gpu_after_launch": ("serve_eager_gpu_after", "only_launch", "HELD-OUT-19"),
-    "serve_eager_gpu_after_copies": ("serve_eager_gpu_after", "on_copy_pad+copy_sync", "HELD-OUT-19"),
+    "serve_eager_gpu_after_copies": (
+        "serve_eager_gpu_after",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-19",
+    ),
     "serve_eager_gpu_after_both": ("serve_eager_gpu_after", "treatment", "HELD-OUT-19"),
+    # HELD-OUT-20, declared 2026-12-05 before its capture: scripts/device/run_v22_heldout20.sh
+    "serve_graph_sync_gpu_launch": ("serve_graph_sync_gpu", "only_launch", "HELD-OUT-20"),
+    "serve_graph_sync_gpu_copies": ("serve_graph_sync_gpu", "on_copy_pad+copy_sync", "HELD-OUT-20"),
+    "serve_graph_sync_gpu_both": ("serve_graph_sync_gpu", "treatment", "HELD-OUT-20"),
+    "serve_graph_drain_after_launch": ("serve_graph_drain_after", "only_launch", "HELD-OUT-20"),
+    "serve_graph_drain_after_copies": (
+        "serve_graph_drain_after",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-20",
+    ),
+    "serve_graph_drain_after_both": ("serve_graph_drain_after", "treatment", "HELD-OUT-20"),
+    "serve_eager_sync_gpu_launch": ("serve_eager_sync_gpu", "only_launch", "HELD-OUT-20"),
+    "serve_eager_sync_gpu_copies": ("serve_eager_sync_gpu", "on_copy_pad+copy_sync", "HELD-OUT-20"),
+    "serve_eager_sync_gpu_both": ("serve_eager_sync_gpu", "treatment", "HELD-OUT-20"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -228,6 +246,9 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_granite_nsys_il": ("hf_generate_granite_launch", "HELD-OUT-17"),
     "hf_generate_granite_cpu_nsys_il": ("hf_generate_granite_both", "HELD-OUT-17"),
     "hf_generate_granite_cpuonly_nsys_il": ("hf_generate_granite_cpu", "HELD-OUT-17"),
+    # HELD-OUT-20, declared 2026-12-05 before its capture: scripts/device/run_v22_heldout20.sh
+    # (its reference twin is the TUNE pair of the same loop and injection, another session)
+    "serve_graph_async_nsys_il": ("serve_graph_async", "HELD-OUT-20"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
