@@ -92,7 +92,11 @@ def _indexed(ev: pl.DataFrame) -> pl.DataFrame:
     return ev if "_row" in ev.columns else ev.with_row_index("_row")
 
 
-def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame, merge: bool = False) -> pl.DataFrame:
+    """The main threads' top-level API calls; with ``merge``, a copy call and the sync right
+    after it that waits for it are one blocking copy call (``hc.merge_copy_syncs``: a
+    counterfactual of the measured trace then unblocks both; :func:`replay`, which moves every
+    event, keeps them apart)."""
     api = _indexed(ev).filter(pl.col("kind").is_in(vc.API_KINDS))
     # state queries (cuKernelGetName, cudaStreamIsCapturing) are host code inside the gap before
     # the next call, as on the ledger (``ccdiag.ledger.host.host_calls``)
@@ -106,9 +110,11 @@ def _top_calls(ev: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
         (pl.col("start_ns") >= prev.fill_null(pl.col("start_ns"))).alias("top"),
         vc.api_class().alias("cls"),
     )
-    top = api.filter(pl.col("top")).with_columns(pl.int_range(pl.len()).over("rank").alias("ci"))
+    top = api.filter(pl.col("top"))
+    top = hc.merge_copy_syncs(top) if merge else top.with_columns(pl.lit(False).alias("synced"))
+    top = top.with_columns(pl.int_range(pl.len()).over("rank").alias("ci"))
     return top.select(
-        "_row", "rank", "pid", "correlation", "name", "start_ns", "dur_ns", "cls", "ci"
+        "_row", "rank", "pid", "correlation", "name", "start_ns", "dur_ns", "cls", "ci", "synced"
     )
 
 
@@ -258,8 +264,10 @@ def _prepare(
         return np.where(own >= 0, arr[np.maximum(own, 0)], fill)
 
     # CUDA semantics: cudaMemcpy (no Async) and pageable copies block; pinned Async ones do not
-    sync_sem = ~top["name"].str.contains("Async").to_numpy() | (
-        (own >= 0) & at_own(gpu["pageable"].to_numpy(), False)
+    sync_sem = (
+        ~top["name"].str.contains("Async").to_numpy()
+        | ((own >= 0) & at_own(gpu["pageable"].to_numpy(), False))
+        | top["synced"].to_numpy()  # a copy and the sync after it (``hc.merge_copy_syncs``)
     )
     # a treatment replayed as measured: a copy call that covered its copy blocked, whatever CUDA's
     # semantics say (CC makes pinned async copies block)
@@ -537,7 +545,7 @@ class Replayer:
         if span is not None:  # only the events that start in [span): a block of steps
             ev = ev.filter(pl.col("start_ns").is_between(span[0], span[1], closed="left"))
         self.rows = ev["_row"].cast(pl.Int64)  # the rows this model holds
-        top_all = _top_calls(ev, threads)
+        top_all = _top_calls(ev, threads, merge=True)
         gpu_all = _gpu(ev, top_all)
         self.ranks: dict[int, tuple[pl.DataFrame, pl.DataFrame, _Rank]] = {}
         for rank in top_all["rank"].unique().to_list():

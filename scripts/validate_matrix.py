@@ -408,7 +408,12 @@ def main() -> None:
                 "declared the same afternoon before its capture (the serving loop's async "
                 "readback, CUDA graph and eager with the toll after the call, the copy pad on the "
                 "GPU, every subset), judged once (two of its six pairs were refused then as "
-                "mismatched; the launch-count check's fix came after). "
+                "mismatched; the launch-count check's fix came after); HELD-OUT-20, declared "
+                "that evening before its capture (the serving loop's synchronous and drain-worker "
+                "readbacks, CUDA graph and eager, the copy pad on the GPU or the host, the toll "
+                "before or after the call, every subset, and its async readback under nsys), "
+                "judged once (the blocked readback under nsys was missed entirely then; the "
+                "merge of a copy call with the sync right after it came after). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

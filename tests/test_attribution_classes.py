@@ -83,20 +83,17 @@ def test_class1_the_kineto_tolls_impact_is_attributed_in_full() -> None:
     assert abs(r.unattributed_ns_per_step) <= 0.10 * r.partition.total_ns_per_step
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a miss, not a pass (TUNE, 2026-12-05): 10.2 % of the delta unattributed. With "
-    "PyTorch's fmha kernels counted as runtime launches the toll paid is 11.26 ms/step for 11.32 "
-    "injected (11.52 before) and its side effect 4.23 ms (4.35): 0.3 ms less attributed, 8 % "
-    "unattributed before",
-)
 def test_class1_a_launch_toll_on_some_paths_is_not_slower_host_code_nsys() -> None:
     """The same workload under Nsight Systems (SQLite): the toll sits in the gap before the
     runtime launch, beside ``cuKernelGetName`` queries. Its truth (+20.1 ms, one range per
     phase) is larger than the Kineto pair's; the shipped ranges' own delta is +16.9 ms, so the
     toll's share of the delta is judged (the truth's: 100 %). The host gaps beside the tolled
     launches grew 0.194 per ns: a strict xfail until the side effect was claimed from HS01's
-    smallest growth (1.05x), not its floor beside explaining calls (1.2x: 36 % unattributed)."""
+    smallest growth (1.05x), not its floor beside explaining calls (1.2x: 36 % unattributed).
+    A strict xfail again at 10.2 % unattributed (2026-12-05: PyTorch's fmha kernels counted as
+    runtime launches); 9.98 % since ``generate()``'s blocking readbacks (``cudaMemcpyAsync`` +
+    ``cudaStreamSynchronize``) are one copy call (``ccdiag.ledger.host.merge_copy_syncs``): a
+    pass by a hair."""
     r = _report("hf_generate_llama_nsys")
     assert _share(r, "launch_toll") >= 0.85
     assert abs(_share(r, "host_slowdown")) < 0.03
@@ -119,15 +116,7 @@ def test_class1_a_launch_toll_on_some_paths_is_not_slower_host_code_nsys() -> No
             ),
         ),
         "hf_generate_gpt2_nsys",
-        pytest.param(
-            "hf_generate_t5_nsys",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "a miss, not a pass (identified keys only, 2026-12-04): 10.2 % unattributed"
-                ),
-            ),
-        ),
+        "hf_generate_t5_nsys",  # 10.2 % unattributed until the readbacks were one call: 9.6 %
     ],
 )
 def test_class1_under_nsys_host_growth_beside_tolled_launches_is_the_tolls(pair: str) -> None:
@@ -291,6 +280,37 @@ def test_class3_sixteen_copies_padded_on_the_gpu_are_attributed() -> None:
     r = _report("kv_offload_gpu")
     assert any("16 a step" in n for n in r.notes)
     assert abs(r.unattributed_share) <= 0.10
+
+
+def test_class5_the_blocked_readback_under_nsys_where_the_sync_is_its_own_call() -> None:
+    """HELD-OUT-20 (judged once, then opened): the CUDA-graph serving loop's async readback
+    under Nsight Systems. An interposer that makes the copy synchronous leaves the traced
+    ``cudaMemcpyAsync`` short (15 us) and the wait in a ``cuStreamSynchronize`` of its own right
+    after it (638 us): CP02 saw no copy call that blocked and stayed clean (0 for a Shapley
+    truth of +803 us, 90 % of the delta unattributed). A copy call and the host-blocking sync
+    right after it are now one blocking copy (``ccdiag.ledger.host.merge_copy_syncs``), as the
+    op's end makes them under Kineto: -18 % of the truth, the same miss as the Kineto twin
+    ``serve_graph_async`` (-25 %)."""
+    r, g = _report("serve_graph_async_nsys_il"), _truth("serve_graph_async_nsys_il")
+    truth = g["shapley_ns_per_step"]["blocked_non_blocking"]["value"]
+    assert 0.75 * truth <= _att(r).get("blocked_non_blocking", 0) <= 1.15 * truth
+    assert abs(r.unattributed_share) <= 0.20
+    drain = [x for x in r.recommendations if x.fix == "drain_thread"]
+    assert drain and drain[0].share >= 0.6
+
+
+@pytest.mark.parametrize(
+    "pair",
+    ["serve_graph_sync_gpu_copies", "serve_graph_sync_gpu_both", "serve_graph_drain_after_both"],
+)
+def test_class5_no_blocked_copy_where_a_sync_or_drained_readback_had_nothing_to_lose(
+    pair: str,
+) -> None:
+    """HELD-OUT-20: the shim made these readbacks "block" for 0.72-0.81 ms a step, but a
+    synchronous readback waited anyway and a drained one waits off the main thread (truths
+    -0.00 ms): nothing of it is blocked_non_blocking."""
+    r = _report(pair)
+    assert abs(_att(r).get("blocked_non_blocking", 0)) <= 15_000
 
 
 @pytest.mark.parametrize("pair", ["serve_graph_sync", "serve_graph_drain"])

@@ -2,8 +2,10 @@
 (rank, idx, t_k) instead of sorting the ~40-column matched frame afterwards (2.2 s CPU on the
 200 MB nsys pair). The result must be the frame the joins and the sort gave: checked against
 that path (taken when a gather does not apply) on real pairs whose steps' call sequences are
-the same (Kineto) and differ in every step (nsys: the emulator's own ``cuStreamSynchronize``
-ends each treatment step, so every step goes through the sequence alignment)."""
+the same (the Kineto and nsys samples: the nsys emulator's own ``cuStreamSynchronize`` after each
+readback is part of the copy call since ``ccdiag.ledger.host.merge_copy_syncs``) and differ in
+every step (``validation/tv_train_gpu``, TUNE: the emulator's padding kernel after each copy, so
+every step goes through the sequence alignment)."""
 
 from __future__ import annotations
 
@@ -17,18 +19,29 @@ from ccdiag.ledger import align
 from ccdiag.ledger.context import PairContext
 from ccdiag.pairing import pair_traces
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+DIFFERS = ROOT / "validation" / "tv_train_gpu"  # every step's calls differ (TUNE)
+
+
+def _differing_pair() -> PairContext:
+    b, t = (api.load_trace(DIFFERS / f"{s}.json.gz") for s in ("baseline", "treatment"))
+    return PairContext(pair_traces(b, t))
 
 
 @pytest.mark.parametrize(
-    "pair, ext", [("decode_eager", ".json.gz"), ("decode_eager_nsys", ".sqlite")]
+    "pair, ext",
+    [("decode_eager", ".json.gz"), ("decode_eager_nsys", ".sqlite"), ("tv_train_gpu", "")],
 )
 def test_gathered_matches_are_the_sorted_joins(
     pair: str, ext: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # arrange
-    b, t = (api.load_trace(SAMPLES / pair / f"{s}{ext}") for s in ("baseline", "treatment"))
-    ctx = PairContext(pair_traces(b, t))
+    if pair == "tv_train_gpu":
+        ctx = _differing_pair()
+    else:
+        b, t = (api.load_trace(SAMPLES / pair / f"{s}{ext}") for s in ("baseline", "treatment"))
+        ctx = PairContext(pair_traces(b, t))
     seqs = (ctx.seq_b, ctx.seq_t)
     # act
     fast = align.match_calls(ctx.calls_b, ctx.calls_t, ctx.pair.aligned, seqs)
@@ -42,24 +55,20 @@ def test_gathered_matches_are_the_sorted_joins(
     assert keys.equals(keys.sort("rank", "idx", "t_k"))
 
 
-def test_the_nsys_sample_goes_through_the_alignment_in_every_step() -> None:
+def test_the_differing_pair_goes_through_the_alignment_in_every_step() -> None:
     # arrange
-    pair = SAMPLES / "decode_eager_nsys"
-    b, t = (api.load_trace(pair / f"{s}.sqlite") for s in ("baseline", "treatment"))
-    ctx = PairContext(pair_traces(b, t))
+    ctx = _differing_pair()
     # act
     same, diff = align._pairs_equal(ctx.seq_b, ctx.seq_t)
     # assert: the case the gathers must order (keys from the aligned steps, unordered)
-    assert same.height == 0 and diff.height >= 10
+    assert same.height == 0 and diff.height == ctx.pair.aligned.height >= 9
 
 
 def test_name_codes_give_the_string_alignment() -> None:
     """The sequences are compared and aligned as integer codes the two runs share; the matched
-    calls must be those the names themselves give (every step of the nsys sample differs)."""
+    calls must be those the names themselves give (every step of the pair differs)."""
     # arrange
-    pair = SAMPLES / "decode_eager_nsys"
-    b, t = (api.load_trace(pair / f"{s}.sqlite") for s in ("baseline", "treatment"))
-    ctx = PairContext(pair_traces(b, t))
+    ctx = _differing_pair()
     cb, ct = align._name_codes(ctx.seq_b, ctx.seq_t)
     # act
     by_name = align._diff_pairs(align._pairs_equal(ctx.seq_b, ctx.seq_t)[1])

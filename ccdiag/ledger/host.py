@@ -187,6 +187,47 @@ def _extend_copies(ev: pl.DataFrame, api: pl.DataFrame) -> pl.DataFrame:
     ).drop("_op_end")
 
 
+#: Longest host gap between a copy call's return and a synchronize call that waits for it: the
+#: copy is over when that sync returns (an issuing op's own code between the two is ~1 µs).
+SYNC_AFTER_COPY_NS = 5_000
+
+
+def merge_copy_syncs(api: pl.DataFrame) -> pl.DataFrame:
+    """Copy calls without an issuing op (Nsight Systems) followed at once by a host-blocking
+    synchronize on the same thread: one blocking copy call, lasting until the sync returns (the
+    sync's row dropped; ``synced`` marks the merged calls).
+
+    What :func:`_extend_copies` reads from the op, for traces without ops: PyTorch's blocking copy
+    is ``cudaMemcpyAsync`` + ``cudaStreamSynchronize`` inside one ``aten::copy_``, and an
+    interposer that makes a copy synchronous (an LD_PRELOAD emulator) leaves the sync beside the
+    call, traced as its own (driver) call, where real CC keeps the wait inside the copy call.
+    Merged, the placements give the same calls to the ledger and to the replay
+    (``ccdiag.replay``). ``api`` needs rank, pid, tid, name, cls, start_ns, dur_ns and
+    external_id; its row order is kept.
+    """
+    by = ("rank", "pid", "tid")
+    copy = (pl.col("cls") == "copy") & pl.col("external_id").is_null()
+    if api.height == 0 or not api.select(copy.any()).item():
+        return api.with_columns(pl.lit(False).alias("synced"))
+    end = pl.col("start_ns") + pl.col("dur_ns")
+    nxt_start, nxt_end = pl.col("start_ns").shift(-1).over(by), end.shift(-1).over(by)
+    blocking_sync = apis.base_name(pl.col("name")).is_in(list(apis.SYNC_APIS))
+    follow = (
+        copy
+        & blocking_sync.shift(-1).over(by)
+        & (nxt_start >= end)
+        & (nxt_start - end <= SYNC_AFTER_COPY_NS)
+    ).fill_null(False)
+    out = api.with_row_index("_o").sort(*by, "start_ns", maintain_order=True)
+    out = out.with_columns(follow.alias("_m"), nxt_end.alias("_e"))
+    out = out.with_columns(pl.col("_m").shift(1).over(by).fill_null(False).alias("_absorbed"))
+    out = out.with_columns(
+        pl.when("_m").then(pl.col("_e") - pl.col("start_ns")).otherwise("dur_ns").alias("dur_ns")
+    )
+    out = out.filter(~pl.col("_absorbed")).sort("_o").rename({"_m": "synced"})
+    return out.drop("_o", "_e", "_absorbed")
+
+
 def host_calls(
     ev: pl.DataFrame, windows: pl.DataFrame, threads: pl.DataFrame, whole_program: bool = False
 ) -> pl.DataFrame:
@@ -202,7 +243,7 @@ def host_calls(
     read = ("rank", "pid", "kind", "name", "start_ns", "dur_ns", "correlation", "external_id")
     api = ev.with_row_index("ev_row").select("ev_row", *read, "tid")
     api = on_threads(api.filter(pl.col("kind").is_in(API_KINDS)), threads)
-    api = api.select("ev_row", *read)
+    api = api.select("ev_row", *read, "tid")
     # state queries (cuKernelGetName before each launch in nsys, cudaStreamIsCapturing) are host
     # code, not ledger boundaries: a toll paid before them still lies in the gap before the launch
     query = base_name().is_in(list(apis.QUERY_APIS))
@@ -222,6 +263,7 @@ def host_calls(
         api = api.with_columns(
             pl.when(first).then(pl.lit("setup")).otherwise(pl.col("cls")).alias("cls")
         )
+    api = merge_copy_syncs(api).drop("tid", "synced")
     api = _extend_copies(ev, api.with_columns(pl.col("dur_ns").alias("raw_dur_ns")))
     rows = _with_coverage(assign_window(api, windows))
     gpu = _stream_free(ev)
