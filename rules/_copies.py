@@ -37,8 +37,9 @@ def copy_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
 def _async_copies_with_next_wait(calls: pl.DataFrame) -> pl.DataFrame:
     """Async host copy calls with their ordinal ``k`` in the step and ``_next`` (the end of the
     host's next wait: a sync or a blocking copy; the step's end when none)."""
-    c = calls.sort("rank", "step", "start_ns")
     is_wait = (pl.col("cls") == "sync") | ((pl.col("cls") == "copy") & pl.col("blocking"))
+    # only the waits and the async copies decide ``_next``: a step's few, not its every launch
+    c = calls.filter(is_wait | is_async_host_copy()).sort("rank", "step", "start_ns")
     nxt = (
         pl.when(is_wait)
         .then(pl.col("end_ns"))
@@ -81,6 +82,13 @@ def clip_to_segments(iv: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
     if seg.height == 0 or iv.height == 0:
         return iv.clear()
     s = seg.select("rank", "step", pl.col("a").alias("s0"), pl.col("b").alias("s1"))
+    # first the intervals that reach into their step's span of segments (a step has a few
+    # segments and thousands of intervals): the join then pairs only those
+    span = s.group_by("rank", "step").agg(
+        pl.col("s0").min().alias("_lo"), pl.col("s1").max().alias("_hi")
+    )
+    iv = iv.join(span, on=["rank", "step"], how="inner")
+    iv = iv.filter((pl.col("b") > pl.col("_lo")) & (pl.col("a") < pl.col("_hi"))).drop("_lo", "_hi")
     j = iv.join(s, on=["rank", "step"])
     j = j.with_columns(
         pl.max_horizontal("a", "s0").alias("a"), pl.min_horizontal("b", "s1").alias("b")
@@ -236,8 +244,9 @@ def lost_overlap(calls: pl.DataFrame) -> pl.DataFrame:
     call blocked until its copy ended, that host work would have run after the GPU instead of
     under it. Columns rank, step, overlap_ns, n_async.
     """
-    c = calls.sort("rank", "step", "start_ns")
     is_wait = (pl.col("cls") == "sync") | ((pl.col("cls") == "copy") & pl.col("blocking"))
+    # only the waits and the async copies decide ``_next``: a step's few, not its every launch
+    c = calls.filter(is_wait | is_async_host_copy()).sort("rank", "step", "start_ns")
     nxt = (
         pl.when(is_wait)
         .then(pl.col("start_ns"))
@@ -433,7 +442,7 @@ def blocking_removal(matched: pl.DataFrame) -> Removal:
     )
 
 
-def serialization_removal(matched: pl.DataFrame, gpu_rows: pl.DataFrame) -> Removal:
+def serialization_removal(matched: pl.DataFrame) -> Removal:
     """CP01's counterfactual on matched host copies: the GPU copy back at its baseline duration;
     a blocking call's padding after its copy ended out (in the call when the call covered its
     copy, else beside it); a non-blocking call's own growth (host staging) out."""

@@ -125,7 +125,7 @@ class SerializedCopies(Rule):
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"
         small = ct.filter(pl.col("bytes") < self.options.small_bytes)
         large = float(ct.filter(pl.col("bytes") >= 1 << 20)["latency_ns"].sum())
-        removal = cp.serialization_removal(ctx.matched, ctx.matched_gpu)
+        removal = cp.serialization_removal(ctx.matched)
         facts = {
             "n_small": stats.per_step_median(small, pl.len()),
             "toll_ns": max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),

@@ -7,6 +7,7 @@ with labelled host intervals (the host side of the ledger).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from ccdiag import apis
@@ -205,27 +206,35 @@ def merge_copy_syncs(api: pl.DataFrame) -> pl.DataFrame:
     (``ccdiag.replay``). ``api`` needs rank, pid, tid, name, cls, start_ns, dur_ns and
     external_id; its row order is kept.
     """
-    by = ("rank", "pid", "tid")
+    by = ["rank", "pid", "tid"]
     copy = (pl.col("cls") == "copy") & pl.col("external_id").is_null()
-    if api.height == 0 or not api.select(copy.any()).item():
-        return api.with_columns(pl.lit(False).alias("synced"))
     end = pl.col("start_ns") + pl.col("dur_ns")
-    nxt_start, nxt_end = pl.col("start_ns").shift(-1).over(by), end.shift(-1).over(by)
-    blocking_sync = apis.base_name(pl.col("name")).is_in(list(apis.SYNC_APIS))
-    follow = (
-        copy
-        & blocking_sync.shift(-1).over(by)
-        & (nxt_start >= end)
-        & (nxt_start - end <= SYNC_AFTER_COPY_NS)
-    ).fill_null(False)
-    out = api.with_row_index("_o").sort(*by, "start_ns", maintain_order=True)
-    out = out.with_columns(follow.alias("_m"), nxt_end.alias("_e"))
-    out = out.with_columns(pl.col("_m").shift(1).over(by).fill_null(False).alias("_absorbed"))
-    out = out.with_columns(
-        pl.when("_m").then(pl.col("_e") - pl.col("start_ns")).otherwise("dur_ns").alias("dur_ns")
+    rows = api.select(*by, "start_ns", end.alias("_end"), copy.alias("_copy")).with_row_index("_o")
+    copies = rows.filter(pl.col("_copy")).sort("_end")
+    if copies.height == 0:
+        return api.with_columns(pl.lit(False).alias("synced"))
+    # the first call on the copy's thread that starts at or after its return (a thread's calls
+    # do not overlap)
+    nxt = rows.select(*by, pl.col("start_ns").alias("_ns"), pl.col("_o").alias("_no"))
+    hit = copies.join_asof(
+        nxt.sort("_ns"),
+        left_on="_end",
+        right_on="_ns",
+        by=by,
+        strategy="forward",
+        check_sortedness=False,
+    ).filter(pl.col("_ns") - pl.col("_end") <= SYNC_AFTER_COPY_NS)
+    names = api.get_column("name").gather(hit.get_column("_no")).to_frame()
+    hit = hit.filter(
+        names.select(apis.base_name(pl.col("name")).is_in(list(apis.SYNC_APIS))).to_series()
     )
-    out = out.filter(~pl.col("_absorbed")).sort("_o").rename({"_m": "synced"})
-    return out.drop("_o", "_e", "_absorbed")
+    o, no = hit.get_column("_o").to_numpy(), hit.get_column("_no").to_numpy()
+    start, dur = api.get_column("start_ns").to_numpy(), api.get_column("dur_ns").to_numpy().copy()
+    dur[o] = start[no] + dur[no] - start[o]
+    synced, keep = np.zeros(api.height, dtype=bool), np.ones(api.height, dtype=bool)
+    synced[o], keep[no] = True, False
+    out = api.with_columns(pl.Series("dur_ns", dur, dtype=api.schema["dur_ns"]))
+    return out.with_columns(pl.Series("synced", synced)).filter(pl.Series(keep))
 
 
 def host_calls(
