@@ -234,6 +234,9 @@ class _Rank:
     g_dep: np.ndarray  # index of the row on another stream this row waited for, -1 none
     g_dep_delay: np.ndarray
     g_gap: np.ndarray | None = None  # RowCosts.queue_aware: gap after the stream's previous row
+    # per call, the GPU row a sync waited for where it was not all the work queued before it
+    # (:func:`_sync_targets`; -1 that work, -2 none of it)
+    wait: np.ndarray | None = None
 
 
 def _prepare(
@@ -276,6 +279,11 @@ def _prepare(
     ready = _orig_ready(n, ci, ge)
     ready_at = np.where(own >= 0, at_own(ge, 0), ready)
     sync = cls == "sync"
+    # replayed as measured (the attribution's counterfactuals), a sync waits for what it waited
+    # for; an emulation (:func:`replay`) keeps CUDA's semantics: every sync waits for its work
+    wait = _sync_targets(sync, e, ci, ge, ready) if observed else np.full(n, -1)
+    ready_at = np.where(wait >= 0, ge[np.maximum(wait, 0)] if ge.size else 0, ready_at)
+    ready_at = np.where(wait == -2, np.iinfo(np.int64).min, ready_at)
     blocking = sync | was_blocking | ((own >= 0) & inj.copies_blocking)
     xc = _row_costs(top, gpu, rc)
     blocking &= ~xc["free"]
@@ -366,6 +374,7 @@ def _prepare(
         dep,
         gpu["dep_delay"].to_numpy().astype(np.int64),
         None if gq is None else gq[1],
+        wait,
     )
 
 
@@ -395,6 +404,28 @@ def _queue_gaps(
     lat = np.where(behind, np.clip(raw, 0, cap), raw)
     gap = np.where(behind & (dep < 0), np.maximum(gs - prev, 0), 0).astype(np.int64)
     return lat.astype(np.int64), gap
+
+
+def _sync_targets(
+    sync: np.ndarray, e: np.ndarray, ci: np.ndarray, ge: np.ndarray, ready: np.ndarray
+) -> np.ndarray:
+    """Per call: the GPU row a sync waited for, where the trace shows it did not wait for all
+    the work queued before it (it returned while some of it still ran: an event or stream sync
+    of other work, a drain worker's wait beside the main thread's launches): the latest-ending
+    row launched before it that had ended when it returned; -2 when none had; -1 for every
+    other call (a sync that returned after all the queued work waited for all of it)."""
+    out = np.full(e.size, -1)
+    early = np.nonzero(sync & (ready > e))[0]
+    if early.size == 0 or ge.size == 0:
+        return out
+    by_end = np.argsort(ge, kind="stable")
+    ends = ge[by_end]
+    for i in early:
+        j = int(np.searchsorted(ends, e[i], side="right")) - 1
+        while j >= 0 and ci[by_end[j]] >= i:  # launched after the sync: not what it waited for
+            j -= 1
+        out[i] = by_end[j] if j >= 0 else -2
+    return out
 
 
 def _orig_ready(n: int, ci: np.ndarray, ge: np.ndarray) -> np.ndarray:
@@ -439,7 +470,13 @@ def _run(r: _Rank) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             ready = max(ready, seg_ready)
         if hi < n:
             own = r.own[hi]
-            ready_at = (g2[own] + r.g_dur[own]) if own >= 0 else ready
+            w = -1 if r.wait is None else int(r.wait[hi])
+            if own >= 0:
+                ready_at = g2[own] + r.g_dur[own]
+            elif w >= 0:
+                ready_at = g2[w] + r.g_dur[w]
+            else:
+                ready_at = ready if w == -1 else np.iinfo(np.int64).min
             e2[hi] = max(s2[hi] + r.base[hi], ready_at + r.eps[hi]) + r.pad[hi]
         prev_e, lo = int(e2[k[-1]]), hi + 1
     return s2, e2, g2
@@ -522,7 +559,7 @@ def _apply_removal(r: _Rank, top: pl.DataFrame, gpu: pl.DataFrame, rm: Removal) 
     return _Rank(
         r.s, d, np.maximum(r.gap - c["gap_ns"], 0), r.blocking & ~unblock, base,
         np.maximum(r.eps - c["eps_ns"], 0), r.own, r.pad, r.g_ci, lat, r.g_rel_start,
-        np.maximum(r.g_dur - g["dur_ns"], 0), r.g_key, r.g_dep, r.g_dep_delay, r.g_gap,
+        np.maximum(r.g_dur - g["dur_ns"], 0), r.g_key, r.g_dep, r.g_dep_delay, r.g_gap, r.wait,
     )  # fmt: skip
 
 

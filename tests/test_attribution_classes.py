@@ -392,3 +392,37 @@ def test_class1_cpu_ops_that_grew_with_the_toll_leave_it_its_side_effect(
     assert abs(_share(r, "host_slowdown")) < 0.03
     toll = next(a for a in r.attribution if a.mechanism == "launch_toll")
     assert toll.evidence["host_side_effect"]["ns_per_step"] > 0
+
+
+@pytest.mark.parametrize(
+    "pair", ["serve_graph_drain", "serve_graph_drain_after_both", "serve_graph_gpu_launch"]
+)
+def test_the_measured_treatment_replays_as_measured_when_a_sync_waits_for_part_of_the_work(
+    pair: str,
+) -> None:
+    """A drain worker's ``cudaEventSynchronize`` (and a side stream's event wait) returns while
+    the main thread's next graph still runs: it waited for its own copy, not for every row
+    queued before it. The replay made every sync wait for all of it, and the measured treatment
+    replayed 1.7-1.9x too long (serve_graph_drain 1,765 us for 1,018; HELD-OUT-20's
+    drain_after_both 1,859 for 966; HELD-OUT-19's graph loop 1,426 for 1,292). A sync that
+    returned before the work queued before it ended now waits, in the attribution's replays,
+    for the latest row that had ended when it returned (``ccdiag.replay._sync_targets``)."""
+    rp = _report(pair).partition.replay
+    assert rp is not None
+    assert rp.replayed_treatment_ns_per_step == pytest.approx(
+        rp.measured_treatment_ns_per_step, rel=0.005
+    )
+
+
+def test_a_sync_waits_for_the_latest_row_that_had_ended_when_it_returned() -> None:
+    from ccdiag.replay import _sync_targets
+
+    sync = np.array([False, False, True, True, True])
+    e = np.array([10, 20, 300, 90, 1_000])  # call ends
+    ci = np.array([0, 1, 1])  # GPU rows launched by calls 0, 1, 1
+    ge = np.array([100, 250, 900])  # their ends
+    ready = np.array([-1, 100, 900, 900, 900])  # latest end of the work queued before each call
+    out = _sync_targets(sync, e, ci, ge, ready)
+    # call 2 returned at 300 with row 2 (ends 900) still running: it waited for row 1 (250);
+    # call 3 returned at 90 before any row ended: it waited for none; call 4 waited for all
+    assert out.tolist() == [-1, -1, 1, -2, -1]
