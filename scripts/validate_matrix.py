@@ -87,6 +87,7 @@ SPLITS = (
     "HELD-OUT-18",
     "HELD-OUT-19",
     "HELD-OUT-20",
+    "HELD-OUT-21",
 )
 
 

@@ -249,6 +249,10 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     # HELD-OUT-20, declared 2026-12-05 before its capture: scripts/device/run_v22_heldout20.sh
     # (its reference twin is the TUNE pair of the same loop and injection, another session)
     "serve_graph_async_nsys_il": ("serve_graph_async", "HELD-OUT-20"),
+    # HELD-OUT-21, declared 2026-12-05 before its capture: scripts/device/run_v23_heldout21.sh
+    # (reference twins: the TUNE pairs of the same loops and injections, other sessions)
+    "serve_graph_drain_nsys_il": ("serve_graph_drain", "HELD-OUT-21"),
+    "serve_eager_async_nsys_il": ("serve_eager_async", "HELD-OUT-21"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
