@@ -156,8 +156,18 @@ def test_host_gaps_that_grew_without_a_toll_stay_slower_host_code(tmp_path: Path
 
 def _parts(h: float, h_mean: float, windows: tuple[float, ...], net: float) -> GapModel:
     return GapModel(
-        before={}, after={}, var={}, kept=frozenset(), h=h, h_se=0.01, n=5000, h_mean=h_mean,
-        h_mean_se=0.005, h_windows=windows, net=net, net_windows=(net,) * len(windows),
+        before={},
+        after={},
+        var={},
+        kept=frozenset(),
+        h=h,
+        h_se=0.01,
+        n=5000,
+        h_mean=h_mean,
+        h_mean_se=0.005,
+        h_windows=windows,
+        net=net,
+        net_windows=(net,) * len(windows),
     )
 
 

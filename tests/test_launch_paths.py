@@ -33,8 +33,11 @@ CASES = [
 
 def _frame() -> pl.DataFrame:
     return pl.DataFrame(
-        {"name": [c[0] for c in CASES], "gpu_name": [c[1] for c in CASES],
-         "cls": ["launch"] * len(CASES)}  # fmt: skip
+        {
+            "name": [c[0] for c in CASES],
+            "gpu_name": [c[1] for c in CASES],
+            "cls": ["launch"] * len(CASES),
+        }  # fmt: skip
     )
 
 

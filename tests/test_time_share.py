@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from ccdiag.rules._base import Finding, TimeShare
 
 from ccdiag import api
 from ccdiag.engine import _time_share_pass
-from ccdiag.rules._base import Finding, TimeShare
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,10 @@ def _finding(mechanism: str, share: TimeShare | None) -> Finding:
 
 def test_half_of_the_share_of_the_partners_paid_cost_moves_to_the_partner() -> None:
     per = {"host_slowdown": np.array([20e6, 22e6, 1e6]), "launch_toll": np.array([8e6] * 3)}
-    fired = [_finding("host_slowdown", TimeShare(0.5, ("launch_toll",))), _finding("launch_toll", None)]
+    fired = [
+        _finding("host_slowdown", TimeShare(0.5, ("launch_toll",))),
+        _finding("launch_toll", None),
+    ]
     keep = np.array([True, True, True])
     changed, notes = _time_share_pass(fired, per, {"launch_toll": 8_000_000}, keep)
     assert changed == {"host_slowdown", "launch_toll"}
