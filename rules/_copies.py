@@ -245,8 +245,9 @@ def lost_overlap(calls: pl.DataFrame) -> pl.DataFrame:
     under it. Columns rank, step, overlap_ns, n_async.
     """
     is_wait = (pl.col("cls") == "sync") | ((pl.col("cls") == "copy") & pl.col("blocking"))
-    # only the waits and the async copies decide ``_next``: a step's few, not its every launch
-    c = calls.filter(is_wait | is_async_host_copy()).sort("rank", "step", "start_ns")
+    host_copy = (pl.col("cls") == "copy") & pl.col("gpu_start").is_not_null() & is_host_copy()
+    # only the waits and the host copies decide ``_next``: a step's few, not its every launch
+    c = calls.filter(is_wait | host_copy.fill_null(False)).sort("rank", "step", "start_ns")
     nxt = (
         pl.when(is_wait)
         .then(pl.col("start_ns"))
