@@ -34,21 +34,28 @@ def copy_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     return critical_windows(blocked, gpu)
 
 
-def _async_copies_with_next_wait(calls: pl.DataFrame) -> pl.DataFrame:
-    """Async host copy calls with their ordinal ``k`` in the step and ``_next`` (the end of the
-    host's next wait: a sync or a blocking copy; the step's end when none)."""
+def _with_next_wait(calls: pl.DataFrame, rows: pl.Expr, at: str) -> pl.DataFrame:
+    """The calls ``rows`` selects, in step order, with ``_next``: column ``at`` (``start_ns`` or
+    ``end_ns``) of the host's next wait after each (a sync or a blocking copy; the step's end
+    when none). Only the waits and those rows are kept to look it up: a step's few calls, not
+    its every launch."""
     is_wait = (pl.col("cls") == "sync") | ((pl.col("cls") == "copy") & pl.col("blocking"))
-    # only the waits and the async copies decide ``_next``: a step's few, not its every launch
-    c = calls.filter(is_wait | is_async_host_copy()).sort("rank", "step", "start_ns")
+    c = calls.filter(is_wait | rows.fill_null(False)).sort("rank", "step", "start_ns")
     nxt = (
         pl.when(is_wait)
-        .then(pl.col("end_ns"))
+        .then(pl.col(at))
         .otherwise(None)
         .shift(-1)
         .backward_fill()
         .over("rank", "step")
     )
-    c = c.with_columns(nxt.fill_null(pl.col("w_end")).alias("_next")).filter(is_async_host_copy())
+    return c.with_columns(nxt.fill_null(pl.col("w_end")).alias("_next")).filter(rows)
+
+
+def _async_copies_with_next_wait(calls: pl.DataFrame) -> pl.DataFrame:
+    """Async host copy calls with their ordinal ``k`` in the step and ``_next`` (the end of the
+    host's next wait: a sync or a blocking copy; the step's end when none)."""
+    c = _with_next_wait(calls, is_async_host_copy(), "end_ns")
     return c.with_columns(pl.int_range(pl.len()).over("rank", "step").alias("k"))
 
 
@@ -244,24 +251,13 @@ def lost_overlap(calls: pl.DataFrame) -> pl.DataFrame:
     call blocked until its copy ended, that host work would have run after the GPU instead of
     under it. Columns rank, step, overlap_ns, n_async.
     """
-    is_wait = (pl.col("cls") == "sync") | ((pl.col("cls") == "copy") & pl.col("blocking"))
-    host_copy = (pl.col("cls") == "copy") & pl.col("gpu_start").is_not_null() & is_host_copy()
-    # only the waits and the host copies decide ``_next``: a step's few, not its every launch
-    c = calls.filter(is_wait | host_copy.fill_null(False)).sort("rank", "step", "start_ns")
-    nxt = (
-        pl.when(is_wait)
-        .then(pl.col("start_ns"))
-        .otherwise(None)
-        .shift(-1)
-        .backward_fill()
-        .over("rank", "step")
-    )
-    c = c.with_columns(nxt.fill_null(pl.col("w_end")).alias("_next"))
-    a = c.filter(
+    a = _with_next_wait(
+        calls,
         (pl.col("cls") == "copy")
         & ~pl.col("blocking")
         & pl.col("gpu_start").is_not_null()
-        & is_host_copy()
+        & is_host_copy(),
+        "start_ns",
     )
     until = pl.min_horizontal("_next", pl.col("gpu_start") + pl.col("gpu_dur"), "w_end")
     a = a.with_columns((until - pl.col("end_ns")).clip(lower_bound=0).alias("_ov"))

@@ -225,9 +225,7 @@ def merge_copy_syncs(api: pl.DataFrame) -> pl.DataFrame:
         check_sortedness=False,
     ).filter(pl.col("_ns") - pl.col("_end") <= SYNC_AFTER_COPY_NS)
     names = api.get_column("name").gather(hit.get_column("_no")).to_frame()
-    hit = hit.filter(
-        names.select(apis.base_name(pl.col("name")).is_in(list(apis.SYNC_APIS))).to_series()
-    )
+    hit = hit.filter(names.select(apis.is_sync(pl.col("name"))).to_series())
     o, no = hit.get_column("_o").to_numpy(), hit.get_column("_no").to_numpy()
     start, dur = api.get_column("start_ns").to_numpy(), api.get_column("dur_ns").to_numpy().copy()
     dur[o] = start[no] + dur[no] - start[o]
