@@ -11,7 +11,6 @@ from ccdiag.ledger import stats
 from ccdiag.ledger.context import PairContext
 from ccdiag.ledger.critical import critical_windows, exposure, window_classes
 from ccdiag.ledger.gpu import union_ns
-from ccdiag.ledger.host import host_intervals
 from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
 from ccdiag.ledger.vocab import GPU_CATEGORIES, base_name, is_host_copy, num
 
@@ -26,12 +25,14 @@ def is_async_host_copy() -> pl.Expr:
     )
 
 
-def copy_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+def copy_windows(
+    calls: pl.DataFrame, gpu: pl.DataFrame, runs: dict[tuple[str, ...], pl.DataFrame] | None = None
+) -> pl.DataFrame:
     """GPU-critical windows ended by blocked async host copies alone (rank, step, ws, we): the
     waits that a ``non_blocking`` copy call made by blocking (:func:`critical_windows` on those
-    calls only)."""
+    calls only; ``runs``, its cache of ``gpu``'s busy runs)."""
     blocked = calls.filter(is_async_host_copy() & pl.col("blocking"))
-    return critical_windows(blocked, gpu)
+    return critical_windows(blocked, gpu, runs)
 
 
 def _with_next_wait(calls: pl.DataFrame, rows: pl.Expr, at: str) -> pl.DataFrame:
@@ -358,13 +359,12 @@ def post_copy_exposure(ctx: PairContext, side: str) -> pl.DataFrame:
     for as long as the baseline's host work overlapped them (``post_copy_segments``):
     rank, step, cat, ns."""
     calls = ctx.calls_b if side == "b" else ctx.calls_t
-    s = ctx.pair.baseline if side == "b" else ctx.pair.treatment
     lengths = overlap_lengths(ctx.calls_b)
     if side == "t":
         a = ctx.pair.aligned.select("rank", pl.col("b_step").alias("step"), "t_step")
         lengths = lengths.join(a, on=["rank", "step"]).drop("step").rename({"t_step": "step"})
     seg = post_copy_segments(calls, lengths)
-    iv = clip_to_segments(host_intervals(calls, s.windows), seg)
+    iv = clip_to_segments(ctx.intervals_b if side == "b" else ctx.intervals_t, seg)
     iv = exposure(iv, ctx.crit_b if side == "b" else ctx.crit_t)
     return iv.group_by("rank", "step", "cat").agg(pl.col("exposed_ns").sum().alias("ns"))
 
@@ -378,7 +378,7 @@ def copy_window_classes(ctx: PairContext, side: str) -> pl.DataFrame:
         return pl.DataFrame(
             schema={"rank": pl.Int32, "step": pl.Int32, "cat": pl.String, "ns": pl.Float64}
         )
-    return window_classes(copy_windows(calls, gpu), gpu)
+    return window_classes(copy_windows(calls, gpu, ctx.gpu_runs[side]), gpu)
 
 
 def _removal(rows: pl.DataFrame, host: pl.Expr, eps: pl.Expr, unblock: pl.Expr) -> pl.DataFrame:

@@ -17,7 +17,7 @@ from ccdiag.ledger.control import gap_shape, host_slowdown, toll_fit
 from ccdiag.ledger.critical import critical_windows, exposure
 from ccdiag.ledger.critical import ledger as step_ledger
 from ccdiag.ledger.gpu import copy_table, gpu_busy
-from ccdiag.ledger.host import host_calls, launching_op_names, op_calls
+from ccdiag.ledger.host import host_calls, host_intervals, launching_op_names, op_calls
 from ccdiag.ledger.stats import aligned_delta
 from ccdiag.ledger.vocab import (
     GPU_CATEGORIES,
@@ -53,6 +53,9 @@ class PairContext:
         self.op_mode = pair.op_mode  # host-only with cpu_ops only: the ledger is made of ops
         self.host_categories = OP_CATEGORIES if self.op_mode else HOST_CATEGORIES
         self.categories = self.host_categories if self.op_mode else HOST_CATEGORIES + GPU_CATEGORIES
+        # each run's GPU busy runs by grouping (ccdiag.ledger.critical.critical_windows): the
+        # same for every window set of that run
+        self.gpu_runs: dict[str, dict[tuple[str, ...], pl.DataFrame]] = {"b": {}, "t": {}}
 
     @cached_property
     def _launching_ops(self) -> pl.Series:
@@ -72,6 +75,15 @@ class PairContext:
     def calls_t(self) -> pl.DataFrame:
         return self._calls(self.pair.treatment)
 
+    @cached_property
+    def intervals_b(self) -> pl.DataFrame:
+        """The baseline's labelled host intervals (:func:`ccdiag.ledger.host.host_intervals`)."""
+        return host_intervals(self.calls_b, self.pair.baseline.windows)
+
+    @cached_property
+    def intervals_t(self) -> pl.DataFrame:
+        return host_intervals(self.calls_t, self.pair.treatment.windows)
+
     def aligned_steps(self, frame: pl.DataFrame, side: str) -> pl.DataFrame:
         """Join a per-step frame (rank, step, ...) onto the aligned index (rank, idx)."""
         a = self.pair.aligned.select("rank", "idx", pl.col(f"{side}_step").alias("step"))
@@ -85,7 +97,8 @@ class PairContext:
         def side(s: Side, p: str) -> pl.DataFrame:
             calls = self.calls_b if p == "b" else self.calls_t
             win = self.crit_b if p == "b" else self.crit_t
-            led = step_ledger(calls, s.gpu, s.windows, win, self.op_mode)
+            iv = self.intervals_b if p == "b" else self.intervals_t
+            led = step_ledger(calls, s.gpu, s.windows, win, self.op_mode, iv)
             return self.aligned_steps(led, p).rename({c: f"{p}_{c}" for c in cols})
 
         j = (
@@ -119,15 +132,13 @@ class PairContext:
     @cached_property
     def crit_b(self) -> pl.DataFrame:
         """GPU-critical windows of the baseline (rank, step, ws, we)."""
-        return critical_windows(
-            self.calls_b.clear() if self.host_only else self.calls_b, self.pair.baseline.gpu
-        )
+        calls = self.calls_b.clear() if self.host_only else self.calls_b
+        return critical_windows(calls, self.pair.baseline.gpu, self.gpu_runs["b"])
 
     @cached_property
     def crit_t(self) -> pl.DataFrame:
-        return critical_windows(
-            self.calls_t.clear() if self.host_only else self.calls_t, self.pair.treatment.gpu
-        )
+        calls = self.calls_t.clear() if self.host_only else self.calls_t
+        return critical_windows(calls, self.pair.treatment.gpu, self.gpu_runs["t"])
 
     def exposed_calls(self, side: str, cls: str) -> pl.DataFrame:
         """Main-thread calls of one class with ``exposed_ns`` (outside GPU-critical windows)."""

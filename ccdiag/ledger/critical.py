@@ -67,7 +67,22 @@ def gpu_runs(gpu: pl.DataFrame, by: list[str], tol: int = RUN_GAP_NS) -> pl.Data
     return runs.sort("g0")
 
 
-def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+def _runs(
+    gpu: pl.DataFrame, by: tuple[str, ...], cache: dict[tuple[str, ...], pl.DataFrame] | None
+) -> pl.DataFrame:
+    """:func:`gpu_runs` of ``gpu`` by ``by`` (the device as Int32), from ``cache`` when there."""
+    if cache is not None and by in cache:
+        return cache[by]
+    g = gpu.with_columns(pl.col("device").cast(pl.Int32)) if "device" in by else gpu
+    out = gpu_runs(g, list(by))
+    if cache is not None:
+        cache[by] = out
+    return out
+
+
+def critical_windows(
+    calls: pl.DataFrame, gpu: pl.DataFrame, runs: dict[tuple[str, ...], pl.DataFrame] | None = None
+) -> pl.DataFrame:
     """GPU-critical windows: where the host waited for GPU work (disjoint, sorted per rank).
 
     A waiting call is a sync, or a host-crossing copy call that covered its GPU copy. The GPU busy
@@ -76,6 +91,9 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     ``[g0, min(g1, call end)]``: from there back to the run's start the GPU, not the host, was the
     critical path, and host work under it was hidden. A wait during which the GPU was idle is no
     window (it is host overhead). Columns rank, step, ws, we.
+
+    ``runs``: a cache of ``gpu``'s busy runs by grouping, kept by the caller for this ``gpu``
+    (the per-pair context: the same runs serve every window set of one run).
     """
     empty = pl.DataFrame(
         schema={"rank": pl.Int32, "step": pl.Int32, "ws": pl.Int64, "we": pl.Int64}
@@ -102,7 +120,7 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     if syncs.height:
         parts.append(
             syncs.join_asof(
-                gpu_runs(gpu, ["rank"]),
+                _runs(gpu, ("rank",), runs),
                 left_on="e",
                 right_on="g0",
                 by="rank",
@@ -110,11 +128,8 @@ def critical_windows(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
             ).select("rank", "step", "w_start", "s", "e", "g0", "g1")
         )
     if copies.height:
-        runs = gpu_runs(
-            gpu.with_columns(pl.col("device").cast(pl.Int32)), ["rank", "device", "stream"]
-        )
         j = copies.with_columns(pl.col("device").cast(pl.Int32)).join_asof(
-            runs,
+            _runs(gpu, ("rank", "device", "stream"), runs),
             left_on="e",
             right_on="g0",
             by=["rank", "device", "stream"],
@@ -249,17 +264,19 @@ def ledger(
     windows: pl.DataFrame,
     win: pl.DataFrame,
     host_only: bool,
+    intervals: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Per step: exposed host ns per category (+ ``<cat>_total``) and GPU-critical ns per class.
 
-    ``win`` are the GPU-critical windows (:func:`critical_windows`).
+    ``win`` are the GPU-critical windows (:func:`critical_windows`); ``intervals`` the calls'
+    :func:`~ccdiag.ledger.host.host_intervals` when the caller has them already.
 
     Columns rank, step, step_ns and every category of :data:`HOST_CATEGORIES` and
     :data:`GPU_CATEGORIES` (or :data:`OP_CATEGORIES` for host-only pairs). The categories add up
     to ``step_ns`` exactly.
     """
     cats = OP_CATEGORIES if host_only else HOST_CATEGORIES
-    iv = exposure(host_intervals(calls, windows), win)
+    iv = exposure(host_intervals(calls, windows) if intervals is None else intervals, win)
     host = _host_sums(iv)
     wide = host.pivot("cat", index=["rank", "step"], values=["ns", "tot"], aggregate_function="sum")
     out = windows.select("rank", "step", (pl.col("end_ns") - pl.col("start_ns")).alias("step_ns"))
