@@ -86,6 +86,14 @@ class Pair:
     dropped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The treatment's GPU rows that are a copy's cost placed on the GPU (an emulator's padding
+    #: kernel right after a copy on its stream, a name the baseline never runs): rank, step,
+    #: ev_row. Left out of the same-workload check; CP01 takes them out with the copy's cost.
+    copy_padding: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(
+            schema={"rank": pl.Int32, "step": pl.Int32, "ev_row": pl.Int64}
+        )
+    )
     #: Frames derived from the pair, built once and shared by whoever needs them (the rules'
     #: ``RuleContext``: the engine, the evidence series, the timeline, annotate).
     derived: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -208,7 +216,11 @@ def _copy_padding(t: Side, kern_t: pl.DataFrame, only_t: pl.Series) -> pl.DataFr
     return cand.join(only, on="ev_row", how="semi")
 
 
-def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions) -> list[str]:
+def _check_gpu_workload(
+    b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptions
+) -> tuple[list[str], pl.DataFrame]:
+    """The same-workload check of a pair with GPU rows (raises :class:`PairMismatchError`):
+    its notes, and the treatment's copy padding rows (:func:`_copy_padding`)."""
     # the kernels' names as integers the two runs share (their events' codes, not hashed again)
     kern = [
         s.gpu.select("rank", "step", "ev_row").filter(s.gpu["gclass"].is_in(KERNELS))
@@ -269,7 +281,12 @@ def _check_gpu_workload(b: Side, t: Side, aligned: pl.DataFrame, opts: PairOptio
             f"not the same workload: only {ov:.0%} of the GPU kernels per step have the same "
             f"names in both runs (need {opts.min_overlap:.0%}); check --step and the traces",
         )
-    return notes
+    pad = pad.select(
+        pl.col("rank").cast(pl.Int32),
+        pl.col("step").cast(pl.Int32),
+        pl.col("ev_row").cast(pl.Int64),
+    )
+    return notes, pad
 
 
 def _duration_ratio(b: pl.DataFrame, t: pl.DataFrame) -> float | None:
@@ -445,10 +462,12 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     if aligned.height == 0:
         raise PairMismatchError(treatment.meta.source, _why_unaligned(b.windows, t.windows))
     b, t = _keep(b, aligned["b_step"]), _keep(t, aligned["t_step"])
+    pad = None
     if host_only:
         _check_op_workload(b, t, aligned, opts)
     else:
-        notes += _check_gpu_workload(b, t, aligned, opts)
+        more, pad = _check_gpu_workload(b, t, aligned, opts)
+        notes += more
     warnings = _warn_meta(baseline, treatment)
     if host_only:
         warnings.append(
@@ -467,4 +486,5 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
         dropped=[n for n in notes if "dropped" in n],
         warnings=warnings,
         notes=[n for n in notes if "dropped" not in n],
+        **({} if pad is None else {"copy_padding": pad}),
     )

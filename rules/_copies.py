@@ -459,6 +459,49 @@ def serialization_removal(matched: pl.DataFrame) -> Removal:
     return Removal(calls, gpu.filter(pl.col("dur_ns") > 0).cast(REMOVAL_GPU))
 
 
+def with_gpu_padding(removal: Removal, ctx: PairContext) -> Removal:
+    """CP01's ``removal`` with the copy costs an interposer placed on the GPU
+    (``Pair.copy_padding``: a padding kernel right after a copy on its stream, which real CC puts
+    in the copy itself) out too: each such row's whole duration and the call that launched it.
+    Such an interposer launches its kernel inside the copy call and waits for it after the call:
+    the host gap that holds the wait lies before the program's next call, so the part of
+    ``removal`` put on the gap before a padding launch moves to the next call that is none. The
+    wait and the kernel are the same time: counted once in what it paid (``twice_ns``)."""
+    pad = ctx.pair.copy_padding
+    if pad.height == 0:
+        return removal
+    rows = pad.get_column("ev_row")
+    gpu = ctx.pair.treatment.gpu.filter(pl.col("ev_row").is_in(rows))
+    gpu = gpu.select("ev_row", pl.col("dur_ns").clip(lower_bound=0))
+    c = ctx.calls_t.select("rank", "step", "start_ns", "ev_row", "gpu_row", "raw_dur_ns")
+    c = c.sort("rank", "step", "start_ns").with_columns(
+        pl.col("gpu_row").is_in(rows).fill_null(False).alias("_pad")
+    )
+    # each padding launch's next call that is none (null at the step's end)
+    nxt = pl.when(~pl.col("_pad")).then(pl.col("ev_row")).shift(-1).backward_fill()
+    c = c.with_columns(nxt.over("rank", "step").alias("_to"))
+    launches = c.filter(pl.col("_pad"))
+    rc = removal.calls.join(launches.select("ev_row", "_to"), on="ev_row", how="left")
+    at_pad = pl.col("_to").is_not_null()
+    moved = rc.filter(at_pad & (pl.col("gap_ns") > 0)).select(
+        pl.col("_to").alias("ev_row"), pl.lit(0, dtype=pl.Int64).alias("dur_ns"), "gap_ns",
+        pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
+    )  # fmt: skip
+    kept = rc.with_columns(pl.when(at_pad).then(0).otherwise(pl.col("gap_ns")).alias("gap_ns"))
+    own = launches.select(
+        "ev_row", pl.col("raw_dur_ns").clip(lower_bound=0).alias("dur_ns"),
+        pl.lit(0, dtype=pl.Int64).alias("gap_ns"), pl.lit(0, dtype=pl.Int64).alias("eps_ns"),
+        pl.lit(False).alias("unblock"),
+    )  # fmt: skip
+    # the host's wait for the kernels: the gaps moved, and the blocking calls' time after their
+    # copy (eps) when the call covered its padding
+    waits = float(moved["gap_ns"].sum() or 0) + float(removal.calls["eps_ns"].sum() or 0)
+    twice = min(waits, float(gpu["dur_ns"].sum() or 0))
+    out = Removal(kept.drop("_to").cast(REMOVAL_CALLS), removal.gpu, removal.twice_ns)
+    out = out.plus(Removal(moved.cast(REMOVAL_CALLS))).plus(Removal(own.cast(REMOVAL_CALLS)))
+    return out.plus(Removal(gpu=gpu.cast(REMOVAL_GPU), twice_ns=twice))
+
+
 def _share_blocking(c: pl.DataFrame) -> float:
     a = c.filter(base_name().str.ends_with("Async"))
     return round(num(a["blocking"].mean()), 3) if a.height else 0.0

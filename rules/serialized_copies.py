@@ -35,7 +35,8 @@ class SerializedCopies(Rule):
     GPU-critical time in host-crossing copies (``gpu_copy``: the host waited for the transfer).
     Host work that became exposed because a copy now blocks is ``blocked_non_blocking`` (CP02).
     Copy time that an async copy would have hidden but a blocked one exposes is shared with CP02
-    (half each, the Shapley split of an interaction): see CP02's Evidence.
+    (half each, the Shapley split of an interaction): see CP02's Evidence. A padding kernel right
+    after a copy (``Pair.copy_padding``) is the copy's cost: ``rules/_copies.with_gpu_padding``.
 
     ## Example
     ``tests/rules/cases/serialized-copies.yaml`` ``fires_when_copies_pay_a_toll``. Published
@@ -125,7 +126,7 @@ class SerializedCopies(Rule):
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"
         small = ct.filter(pl.col("bytes") < self.options.small_bytes)
         large = float(ct.filter(pl.col("bytes") >= 1 << 20)["latency_ns"].sum())
-        removal = cp.serialization_removal(ctx.matched)
+        removal = cp.with_gpu_padding(cp.serialization_removal(ctx.matched), ctx)
         facts = {
             "n_small": stats.per_step_median(small, pl.len()),
             "toll_ns": max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),

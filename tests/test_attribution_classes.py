@@ -265,21 +265,31 @@ def test_class5_a_graph_loop_beside_an_emulators_gpu_padding_kernel_is_the_same_
     assert abs(_att(r).get("blocked_non_blocking", 0) - truth) <= 0.15 * truth
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a miss, not a pass (TUNE, 2026-12-05): refused as mismatched until the padding kernels "
-        "were recognized (48 vs 64 launches a step); now paired, 87 % of its delta is "
-        "unattributed: CP01 pays the padding (2.06 ms/step for 1.88 injected), but the replay "
-        "without every mechanism takes the step from 3,571 to 3,448 us only (baseline 1,388), "
-        "and removing the padding kernels from the replayed GPU as well did not move it (tried)"
-    ),
-)
 def test_class3_sixteen_copies_padded_on_the_gpu_are_attributed() -> None:
-    """kv_offload_gpu (ccdiag's KV offload, 16 copies a step, the pad as a kernel after each)."""
-    r = _report("kv_offload_gpu")
+    """kv_offload_gpu (TUNE: ccdiag's KV offload, 16 copies a step, the pad as a kernel after
+    each). Was a strict xfail (87 % of the delta unattributed): CP01 paid the padding, but its
+    removal left the padding kernels on the GPU and put the host's wait for them (the
+    interposer waits after the traced call) on the gap before the padding kernel's own launch,
+    0 µs long, where the replay took nothing. Now (``rules/_copies.with_gpu_padding``) the
+    kernels leave with the copies' cost and the wait comes off the gap before the program's
+    next call: serialized_copies +5 % of its Shapley truth, 1 % unattributed, paid counted once
+    (2.14 ms/step for 1.88 injected)."""
+    r, g = _report("kv_offload_gpu"), _truth("kv_offload_gpu")
     assert any("16 a step" in n for n in r.notes)
     assert abs(r.unattributed_share) <= 0.10
+    truth = g["shapley_ns_per_step"]["serialized_copies"]["value"]
+    assert abs(_att(r).get("serialized_copies", 0) - truth) <= 0.15 * truth
+    paid = {a.mechanism: a.paid_ns_per_step for a in r.attribution}["serialized_copies"]
+    assert paid <= 1.25 * 1.88e6  # the wait and the kernel it waited for: counted once
+
+
+def test_class3_a_synchronous_readback_padded_on_the_gpu_is_the_copies() -> None:
+    """serve_graph_sync_gpu_both (HELD-OUT-20, judged, then opened): the synchronous graph
+    readback with the copy's pad as a kernel after it. CP01 got 8 µs of a 39 µs Shapley truth
+    while the padding kernel stayed in its counterfactual; now -5 %."""
+    r, g = _report("serve_graph_sync_gpu_both"), _truth("serve_graph_sync_gpu_both")
+    truth = g["shapley_ns_per_step"]["serialized_copies"]["value"]
+    assert abs(_att(r).get("serialized_copies", 0) - truth) <= 0.15 * truth
 
 
 def test_class5_the_blocked_readback_under_nsys_where_the_sync_is_its_own_call() -> None:

@@ -180,3 +180,19 @@ def test_prev_max_in_groups_is_the_window(rows: list[tuple[int | None, int, int]
     assert got is not None or df.height == 0
     if got is not None:
         assert got.dtype == want.dtype and got.to_list() == want.to_list()
+
+
+def test_a_removal_counts_a_wait_and_the_gpu_row_it_waited_for_once() -> None:
+    """``Removal.twice_ns``: an untraced host wait for a padding kernel and the kernel itself are
+    the same time; ``paid_ns`` counts it once, and ``plus`` keeps it."""
+    from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
+
+    calls = pl.DataFrame(
+        {"ev_row": [1], "dur_ns": [0], "gap_ns": [120], "eps_ns": [0], "unblock": [False]},
+        schema=REMOVAL_CALLS,
+    )
+    gpu = pl.DataFrame({"ev_row": [7], "dur_ns": [118]}, schema=REMOVAL_GPU)
+    r = Removal(calls, gpu, twice_ns=118.0)
+    assert r.paid_ns() == 120.0
+    both = r.plus(Removal(gpu=pl.DataFrame({"ev_row": [8], "dur_ns": [5]}, schema=REMOVAL_GPU)))
+    assert both.twice_ns == 118.0 and both.paid_ns() == 125.0
