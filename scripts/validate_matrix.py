@@ -414,7 +414,11 @@ def main() -> None:
                 "readbacks, CUDA graph and eager, the copy pad on the GPU or the host, the toll "
                 "before or after the call, every subset, and its async readback under nsys), "
                 "judged once (the blocked readback under nsys was missed entirely then; the "
-                "merge of a copy call with the sync right after it came after). "
+                "merge of a copy call with the sync right after it came after); HELD-OUT-21, "
+                "declared that evening before its capture (the serving loop under nsys: the "
+                "eager async readback and the CUDA-graph drain worker, every subset), captured "
+                "on an H100 that night after one engine change and judged once with the engine "
+                "it declared (the same numbers with the new one). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
