@@ -88,6 +88,7 @@ SPLITS = (
     "HELD-OUT-19",
     "HELD-OUT-20",
     "HELD-OUT-21",
+    "HELD-OUT-22",
 )
 
 

@@ -178,6 +178,14 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "serve_eager_sync_gpu_launch": ("serve_eager_sync_gpu", "only_launch", "HELD-OUT-20"),
     "serve_eager_sync_gpu_copies": ("serve_eager_sync_gpu", "on_copy_pad+copy_sync", "HELD-OUT-20"),
     "serve_eager_sync_gpu_both": ("serve_eager_sync_gpu", "treatment", "HELD-OUT-20"),
+    # HELD-OUT-22, declared 2026-12-05 before its capture: scripts/device/run_v24_heldout22.sh
+    "tv_eval_mobilenet_gpu_launch": ("tv_eval_mobilenet_gpu", "only_launch", "HELD-OUT-22"),
+    "tv_eval_mobilenet_gpu_copies": (
+        "tv_eval_mobilenet_gpu",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-22",
+    ),
+    "tv_eval_mobilenet_gpu_both": ("tv_eval_mobilenet_gpu", "treatment", "HELD-OUT-22"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
