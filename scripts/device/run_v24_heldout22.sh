@@ -6,17 +6,17 @@
 #   tv_eval_mobilenet_gpu: MobileNetV3-Small inference with a pinned DataLoader and a blocking
 #                          .cpu() readback every batch, the toll before each launch, the copy pad
 #                          on the GPU (CCDIAG_EMU_COPY_PAD_AT=gpu), every subset of launch + copies
-#                          in one Kineto session, 6 rounds.
+#                          in one Kineto session, 4 rounds.
 # One device call. Writes $OUT/v24_part_* + log. Assemble with
 # validation/make_pairs.py --raw DIR --pairs-only.
 source scripts/device/_v3_env.sh
-DEADLINE=${DEADLINE:-330}
+DEADLINE=${DEADLINE:-250}
 W=/tmp/v24h; rm -rf $W; mkdir -p $W
 exec > >(tee -a "$OUT/log_v24.txt") 2>&1
 t start; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)"
 SHIP_ALL="--ship baseline,treatment,only_launch,on_copy_pad+copy_sync"
-MB="tv_eval --kw model=mobilenet_v3_small --kw workers=12 --kw batch=64 --mechanisms launch,copy --all-subsets --rounds 6 --block-steps 10 --warmup 5 --no-record-shapes --ship-steps 10"
-job tv_eval_mobilenet_gpu 240 CCDIAG_EMU_COPY_PAD_AT=gpu -- $MB $SHIP_ALL
+MB="tv_eval --kw model=mobilenet_v3_small --kw workers=12 --kw batch=64 --mechanisms launch,copy --all-subsets --rounds 4 --block-steps 10 --warmup 5 --no-record-shapes --ship-steps 10"
+job tv_eval_mobilenet_gpu 200 CCDIAG_EMU_COPY_PAD_AT=gpu -- $MB $SHIP_ALL
 pack_out v24
 t done
