@@ -72,6 +72,18 @@ class Side:
     has_gpu: bool
 
 
+#: Schema of :attr:`Pair.copy_padding`.
+PADDING_SCHEMA = {"rank": pl.Int32, "step": pl.Int32, "ev_row": pl.Int64}
+
+
+def _padding_rows(pad: pl.DataFrame | None = None) -> pl.DataFrame:
+    """:attr:`Pair.copy_padding` of ``pad`` (rank, step, ev_row of :func:`_copy_padding`), or
+    none."""
+    if pad is None:
+        return pl.DataFrame(schema=PADDING_SCHEMA)
+    return pad.select(list(PADDING_SCHEMA)).cast(PADDING_SCHEMA)
+
+
 @dataclass(frozen=True)
 class Pair:
     """Two aligned runs of the same workload."""
@@ -89,11 +101,7 @@ class Pair:
     #: The treatment's GPU rows that are a copy's cost placed on the GPU (an emulator's padding
     #: kernel right after a copy on its stream, a name the baseline never runs): rank, step,
     #: ev_row. Left out of the same-workload check; CP01 takes them out with the copy's cost.
-    copy_padding: pl.DataFrame = field(
-        default_factory=lambda: pl.DataFrame(
-            schema={"rank": pl.Int32, "step": pl.Int32, "ev_row": pl.Int64}
-        )
-    )
+    copy_padding: pl.DataFrame = field(default_factory=_padding_rows)
     #: Frames derived from the pair, built once and shared by whoever needs them (the rules'
     #: ``RuleContext``: the engine, the evidence series, the timeline, annotate).
     derived: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -281,12 +289,7 @@ def _check_gpu_workload(
             f"not the same workload: only {ov:.0%} of the GPU kernels per step have the same "
             f"names in both runs (need {opts.min_overlap:.0%}); check --step and the traces",
         )
-    pad = pad.select(
-        pl.col("rank").cast(pl.Int32),
-        pl.col("step").cast(pl.Int32),
-        pl.col("ev_row").cast(pl.Int64),
-    )
-    return notes, pad
+    return notes, _padding_rows(pad)
 
 
 def _duration_ratio(b: pl.DataFrame, t: pl.DataFrame) -> float | None:
@@ -462,7 +465,7 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     if aligned.height == 0:
         raise PairMismatchError(treatment.meta.source, _why_unaligned(b.windows, t.windows))
     b, t = _keep(b, aligned["b_step"]), _keep(t, aligned["t_step"])
-    pad = None
+    pad = _padding_rows()
     if host_only:
         _check_op_workload(b, t, aligned, opts)
     else:
@@ -486,5 +489,5 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
         dropped=[n for n in notes if "dropped" in n],
         warnings=warnings,
         notes=[n for n in notes if "dropped" not in n],
-        **({} if pad is None else {"copy_padding": pad}),
+        copy_padding=pad,
     )

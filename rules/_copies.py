@@ -11,7 +11,7 @@ from ccdiag.ledger import stats
 from ccdiag.ledger.context import PairContext
 from ccdiag.ledger.critical import critical_windows, exposure, window_classes
 from ccdiag.ledger.gpu import union_ns
-from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
+from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal, call_rows
 from ccdiag.ledger.vocab import GPU_CATEGORIES, base_name, is_host_copy, num
 
 
@@ -388,18 +388,13 @@ def _removal(rows: pl.DataFrame, host: pl.Expr, eps: pl.Expr, unblock: pl.Expr) 
     call's time after its copy."""
     x = rows.with_columns(host.clip(lower_bound=0).fill_null(0).alias("_x"))
     inside = pl.min_horizontal("_x", "t_raw_dur")
-    own = x.select(
-        pl.col("t_ev_row").alias("ev_row"), inside.round(0).cast(pl.Int64).alias("dur_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
-        eps.clip(lower_bound=0).fill_null(0).round(0).cast(pl.Int64).alias("eps_ns"),
-        unblock.alias("unblock"),
+    own = call_rows(
+        x, "t_ev_row", dur=inside.round(0).cast(pl.Int64),
+        eps=eps.clip(lower_bound=0).fill_null(0).round(0).cast(pl.Int64), unblock=unblock,
     )  # fmt: skip
-    beyond = x.filter(pl.col("t_next_ev_row").is_not_null()).select(
-        pl.col("t_next_ev_row").alias("ev_row"), pl.lit(0, dtype=pl.Int64).alias("dur_ns"),
-        (pl.col("_x") - inside).round(0).cast(pl.Int64).alias("gap_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
-    )  # fmt: skip
-    out = pl.concat([own.cast(REMOVAL_CALLS), beyond.cast(REMOVAL_CALLS)])
+    beyond = x.filter(pl.col("t_next_ev_row").is_not_null())
+    beyond = call_rows(beyond, "t_next_ev_row", gap=(pl.col("_x") - inside).round(0).cast(pl.Int64))
+    out = pl.concat([own, beyond])
     out = out.filter((pl.col("dur_ns") > 0) | (pl.col("gap_ns") > 0) | (pl.col("eps_ns") > 0))
     return Removal().plus(Removal(calls=out)).calls
 
@@ -483,22 +478,16 @@ def with_gpu_padding(removal: Removal, ctx: PairContext) -> Removal:
     launches = c.filter(pl.col("_pad"))
     rc = removal.calls.join(launches.select("ev_row", "_to"), on="ev_row", how="left")
     at_pad = pl.col("_to").is_not_null()
-    moved = rc.filter(at_pad & (pl.col("gap_ns") > 0)).select(
-        pl.col("_to").alias("ev_row"), pl.lit(0, dtype=pl.Int64).alias("dur_ns"), "gap_ns",
-        pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
-    )  # fmt: skip
+    moved = call_rows(rc.filter(at_pad & (pl.col("gap_ns") > 0)), "_to", gap=pl.col("gap_ns"))
     kept = rc.with_columns(pl.when(at_pad).then(0).otherwise(pl.col("gap_ns")).alias("gap_ns"))
-    own = launches.select(
-        "ev_row", pl.col("raw_dur_ns").clip(lower_bound=0).alias("dur_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("gap_ns"), pl.lit(0, dtype=pl.Int64).alias("eps_ns"),
-        pl.lit(False).alias("unblock"),
-    )  # fmt: skip
-    # the host's wait for the kernels: the gaps moved, and the blocking calls' time after their
-    # copy (eps) when the call covered its padding
+    own = call_rows(launches, dur=pl.col("raw_dur_ns").clip(lower_bound=0))
+    # the host's wait for the kernels: the gaps moved, and every blocking copy call's time after
+    # its copy (eps; where copies pad on the GPU, that is the wait for the padding), at most the
+    # kernels' own time
     waits = float(moved["gap_ns"].sum() or 0) + float(removal.calls["eps_ns"].sum() or 0)
     twice = min(waits, float(gpu["dur_ns"].sum() or 0))
     out = Removal(kept.drop("_to").cast(REMOVAL_CALLS), removal.gpu, removal.twice_ns)
-    out = out.plus(Removal(moved.cast(REMOVAL_CALLS))).plus(Removal(own.cast(REMOVAL_CALLS)))
+    out = out.plus(Removal(moved)).plus(Removal(own))
     return out.plus(Removal(gpu=gpu.cast(REMOVAL_GPU), twice_ns=twice))
 
 

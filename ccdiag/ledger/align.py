@@ -27,7 +27,7 @@ import polars as pl
 from rapidfuzz.distance import LCSseq
 from threadpoolctl import threadpool_limits
 
-from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal
+from ccdiag.ledger.removal import REMOVAL_GPU, Removal, call_rows
 from ccdiag.ledger.vocab import (
     LAUNCH_PATHS,
     Codes,
@@ -957,14 +957,9 @@ def _names(keys: list[str], ids: dict[str, str]) -> dict[str, str]:
 def call_growth_removal(matched: pl.DataFrame) -> Removal:
     """A removal that takes each matched call's growth out of the treatment's call (clipped to
     the traced call): setup calls, for one."""
-    calls = matched.select(
-        pl.col("t_ev_row").alias("ev_row"),
-        pl.min_horizontal(pl.col("d_dur").clip(lower_bound=0), "t_raw_dur").alias("dur_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("eps_ns"),
-        pl.lit(False).alias("unblock"),
-    )
-    return Removal(calls=calls.filter(pl.col("dur_ns") > 0).cast(REMOVAL_CALLS))
+    grown = pl.min_horizontal(pl.col("d_dur").clip(lower_bound=0), "t_raw_dur")
+    calls = call_rows(matched, "t_ev_row", dur=grown)
+    return Removal(calls=calls.filter(pl.col("dur_ns") > 0))
 
 
 def gpu_growth_removal(matched_gpu: pl.DataFrame, classes: list[str]) -> Removal:

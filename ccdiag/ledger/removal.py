@@ -20,6 +20,27 @@ REMOVAL_CALLS = {
 REMOVAL_GPU = {"ev_row": pl.Int64, "dur_ns": pl.Int64}
 
 
+def call_rows(
+    frame: pl.DataFrame,
+    ev_row: str | pl.Expr = "ev_row",
+    *,
+    dur: pl.Expr | None = None,
+    gap: pl.Expr | None = None,
+    eps: pl.Expr | None = None,
+    unblock: pl.Expr | None = None,
+) -> pl.DataFrame:
+    """:attr:`Removal.calls` rows of ``frame``: the call ``ev_row`` (a column or an expression)
+    and what comes off it, each part 0 (``unblock`` False) where not given."""
+    zero = pl.lit(0, dtype=pl.Int64)
+    row = pl.col(ev_row) if isinstance(ev_row, str) else ev_row
+    return frame.select(
+        row.alias("ev_row"), (zero if dur is None else dur).alias("dur_ns"),
+        (zero if gap is None else gap).alias("gap_ns"),
+        (zero if eps is None else eps).alias("eps_ns"),
+        (pl.lit(False) if unblock is None else unblock).alias("unblock"),
+    ).cast(REMOVAL_CALLS)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Removal:
     """Measured costs taken out of a trace's rows (a mechanism's counterfactual: its costs gone).
