@@ -419,7 +419,10 @@ def main() -> None:
                 "declared that evening before its capture (the serving loop under nsys: the "
                 "eager async readback and the CUDA-graph drain worker, every subset), captured "
                 "on an H100 that night after one engine change and judged once with the engine "
-                "it declared (the same numbers with the new one). "
+                "it declared (the same numbers with the new one); HELD-OUT-22, declared that night "
+                "before its capture (torchvision MobileNetV3-Small inference with the copy pad on "
+                "the GPU, every subset), captured on an H100 the next night and judged once with "
+                "the engine it declared. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
