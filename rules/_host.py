@@ -11,7 +11,7 @@ from ccdiag.rules._base import TimeShare
 
 from ccdiag.ledger.align import BURST_NS, MIN_BURST_STEPS, GapModel, holds_across, lookup
 from ccdiag.ledger.context import PairContext
-from ccdiag.ledger.removal import REMOVAL_CALLS, Removal, within_growth
+from ccdiag.ledger.removal import Removal, call_rows, within_growth
 from ccdiag.units import duration
 
 #: Share of the matched host gaps' typical length that must sit beside a tolled launch (a call of
@@ -263,14 +263,11 @@ def lost_slices(seq_t: pl.DataFrame, gaps: GapModel, min_ns: float) -> LostSlice
         ).cast({"rank": pl.Int32, "idx": pl.Int64}),
         on=["rank", "idx"], how="left",
     ).fill_null(0)  # fmt: skip
-    calls = rm.select(
-        "ev_row", "dur_ns", "gap_ns", pl.lit(0, dtype=pl.Int64).alias("eps_ns"),
-        pl.lit(False).alias("unblock"),
-    )  # fmt: skip
+    calls = call_rows(rm, dur=pl.col("dur_ns"), gap=pl.col("gap_ns"))
     big = pl.max_horizontal("exc", "exc_dur")
     return LostSlices(
         float(b.mean()), t, int(b.size), int((b > 0).sum()), int(rows.filter(big > 0).height),
-        float(rows.select(big.max()).item() or 0.0), Removal(calls=calls.cast(REMOVAL_CALLS)), per,
+        float(rows.select(big.max()).item() or 0.0), Removal(calls=calls), per,
     )  # fmt: skip
 
 
@@ -373,10 +370,8 @@ def host_removal(
         pl.col("_part").round(0).cast(pl.Int64).alias("rm_gap"),
         in_call.clip(0, pl.col("dur")).round(0).cast(pl.Int64).alias("rm_dur"),
     )
-    calls = r.filter((pl.col("rm_gap") > 0) | (pl.col("rm_dur") > 0)).select(
-        "ev_row", pl.col("rm_dur").alias("dur_ns"), pl.col("rm_gap").alias("gap_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
-    )  # fmt: skip
+    calls = r.filter((pl.col("rm_gap") > 0) | (pl.col("rm_dur") > 0))
+    calls = call_rows(calls, dur=pl.col("rm_dur"), gap=pl.col("rm_gap"))
     launch = pl.col("cls") == "launch"
 
     def part_of(col: str, on: pl.Expr, name: str) -> pl.Expr:
@@ -388,7 +383,7 @@ def host_removal(
         part_of("rm_dur", launch, "launch_api"),
         part_of("rm_dur", ~launch, "other_api"),
     )
-    return Removal(calls=calls.cast(REMOVAL_CALLS)), per
+    return Removal(calls=calls), per
 
 
 def ops_claims(

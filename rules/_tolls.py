@@ -32,7 +32,7 @@ from ccdiag.ledger.align import (
     step_part,
 )
 from ccdiag.ledger.context import PairContext
-from ccdiag.ledger.removal import REMOVAL_CALLS, Removal, within_growth
+from ccdiag.ledger.removal import Removal, call_rows, within_growth
 from ccdiag.units import duration
 
 
@@ -400,10 +400,8 @@ def toll_removal(
     )
     # only the columns kept: a filter copies every column (the keys' strings)
     calls = r.select("ev_row", "rm_dur", "rm_gap")
-    calls = calls.filter((pl.col("rm_dur") > 0) | (pl.col("rm_gap") > 0)).select(
-        "ev_row", pl.col("rm_dur").alias("dur_ns"), pl.col("rm_gap").alias("gap_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("eps_ns"), pl.lit(False).alias("unblock"),
-    )  # fmt: skip
+    calls = calls.filter((pl.col("rm_dur") > 0) | (pl.col("rm_gap") > 0))
+    calls = call_rows(calls, dur=pl.col("rm_dur"), gap=pl.col("rm_gap"))
     per = r.group_by("rank", "idx").agg(
         pl.col("rm_dur").sum().alias("in_call"),
         pl.col("rm_gap").sum().alias("gap"),
@@ -427,7 +425,7 @@ def toll_removal(
         .agg(pl.col("ns").sum())
     )
     taken = {p: float(ns) for p, ns in by_path.iter_rows() if p is not None}
-    return Removal(calls=calls.cast(REMOVAL_CALLS)), per, taken
+    return Removal(calls=calls), per, taken
 
 
 def side_effect_evidence(

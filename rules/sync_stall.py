@@ -11,7 +11,7 @@ from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext, claims, opt,
 
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
-from ccdiag.ledger.removal import REMOVAL_CALLS, Removal
+from ccdiag.ledger.removal import Removal, call_rows
 from ccdiag.schema import Kind
 from ccdiag.units import duration
 from ccdiag.verdict import Recommendation
@@ -133,12 +133,6 @@ class SyncStall(Rule):
 def _removal(syncs: pl.DataFrame, inc: dict[bool, float]) -> Removal:
     """Each treatment sync's stall out: its own cost on an idle GPU, its wake-up after a wait."""
     own, wake = max(inc.get(True, 0.0), 0.0), max(inc.get(False, 0.0), 0.0)
-    calls = syncs.select(
-        "ev_row",
-        pl.min_horizontal(pl.lit(int(own)), "raw_dur").cast(pl.Int64).alias("dur_ns"),
-        pl.lit(0, dtype=pl.Int64).alias("gap_ns"),
-        # the replay ends a sync at max(own cost, GPU done + wake-up): both come down
-        pl.lit(int(max(own, wake)), dtype=pl.Int64).alias("eps_ns"),
-        pl.lit(False).alias("unblock"),
-    )
-    return Removal(calls=calls.cast(REMOVAL_CALLS))
+    # the replay ends a sync at max(own cost, GPU done + wake-up): both come down
+    dur = pl.min_horizontal(pl.lit(int(own)), "raw_dur").cast(pl.Int64)
+    return Removal(calls=call_rows(syncs, dur=dur, eps=pl.lit(int(max(own, wake)))))

@@ -89,6 +89,7 @@ SPLITS = (
     "HELD-OUT-20",
     "HELD-OUT-21",
     "HELD-OUT-22",
+    "HELD-OUT-23",
 )
 
 
