@@ -253,7 +253,6 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "hf_generate_cohere_nsys_il": ("hf_generate_cohere", "HELD-OUT-15"),
     # HELD-OUT-17, declared 2026-12-05 before its capture: scripts/device/run_v19_heldout17.sh
     "hf_generate_qwen3_nsys_il": ("hf_generate_qwen3", "HELD-OUT-17"),
-    "hf_generate_xglm_nsys_il": ("hf_generate_xglm", "HELD-OUT-23"),
     "hf_generate_granite_nsys_il": ("hf_generate_granite_launch", "HELD-OUT-17"),
     "hf_generate_granite_cpu_nsys_il": ("hf_generate_granite_both", "HELD-OUT-17"),
     "hf_generate_granite_cpuonly_nsys_il": ("hf_generate_granite_cpu", "HELD-OUT-17"),
