@@ -423,7 +423,9 @@ def main() -> None:
                 "it declared (the same numbers with the new one); HELD-OUT-22, declared that night "
                 "before its capture (torchvision MobileNetV3-Small inference with the copy pad on "
                 "the GPU, every subset), captured on an H100 the next night and judged once with "
-                "the engine it declared. "
+                "the engine it declared; HELD-OUT-23 (HF `generate()` on XGLM, the toll before and "
+                "after each launch) was declared that night and not captured (the device refused "
+                "eight starts). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
