@@ -211,6 +211,9 @@ def _copy_padding(t: Side, kern_t: pl.DataFrame, only_t: pl.Series) -> pl.DataFr
     """The treatment's kernels that are a copy's cost placed on the GPU (an emulator's padding
     kernel; real CC makes the copy itself longer): a name the baseline never runs, starting on a
     stream within ``PAD_AFTER_COPY_NS`` of a copy's end there. Their rank, step and ev_row."""
+    only = kern_t.select("ev_row").filter(only_t)
+    if only.height == 0:  # every kernel name also runs in the baseline (real CC): no sort
+        return _padding_rows()
     lane = ("rank", "device", "stream")
     rows = t.gpu.select(*lane, "step", "ev_row", "gclass", "start_ns", "dur_ns").sort(
         *lane, "start_ns"
@@ -220,7 +223,6 @@ def _copy_padding(t: Side, kern_t: pl.DataFrame, only_t: pl.Series) -> pl.DataFr
         pl.col("start_ns") - end.shift(1).over(lane) <= PAD_AFTER_COPY_NS
     )
     cand = rows.filter(after_copy).select("rank", "step", "ev_row")
-    only = kern_t.select("ev_row").filter(only_t)
     return cand.join(only, on="ev_row", how="semi")
 
 
