@@ -90,6 +90,7 @@ SPLITS = (
     "HELD-OUT-21",
     "HELD-OUT-22",
     "HELD-OUT-23",
+    "HELD-OUT-24",
 )
 
 

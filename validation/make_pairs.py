@@ -188,6 +188,11 @@ PAIRS: dict[str, tuple[str, str, str]] = {
         "HELD-OUT-22",
     ),
     "tv_eval_mobilenet_gpu_both": ("tv_eval_mobilenet_gpu", "treatment", "HELD-OUT-22"),
+    # HELD-OUT-24, declared 2026-12-06 before its capture: scripts/device/run_v26_heldout24.sh
+    # (every round's timed steps shipped, not round 0's)
+    "tv_train_mnasnet_launch": ("tv_train_mnasnet", "only_launch", "HELD-OUT-24"),
+    "tv_train_mnasnet_copies": ("tv_train_mnasnet", "on_copy_pad+copy_sync", "HELD-OUT-24"),
+    "tv_train_mnasnet_both": ("tv_train_mnasnet", "treatment", "HELD-OUT-24"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
