@@ -73,12 +73,12 @@ class Side:
 
 
 #: Schema of :attr:`Pair.copy_padding`.
-PADDING_SCHEMA = {"rank": pl.Int32, "step": pl.Int32, "ev_row": pl.Int64}
+PADDING_SCHEMA = {"rank": pl.Int32, "step": pl.Int32, "ev_row": pl.Int64, "copy_row": pl.Int64}
 
 
 def _padding_rows(pad: pl.DataFrame | None = None) -> pl.DataFrame:
-    """:attr:`Pair.copy_padding` of ``pad`` (rank, step, ev_row of :func:`_copy_padding`), or
-    none."""
+    """:attr:`Pair.copy_padding` of ``pad`` (rank, step, ev_row and the padded copy's
+    ``copy_row`` of :func:`_copy_padding`), or none."""
     if pad is None:
         return pl.DataFrame(schema=PADDING_SCHEMA)
     return pad.select(list(PADDING_SCHEMA)).cast(PADDING_SCHEMA)
@@ -210,7 +210,8 @@ def _launch_stats(side: Trace, threads: pl.DataFrame, windows: pl.DataFrame) -> 
 def _copy_padding(t: Side, kern_t: pl.DataFrame, only_t: pl.Series) -> pl.DataFrame:
     """The treatment's kernels that are a copy's cost placed on the GPU (an emulator's padding
     kernel; real CC makes the copy itself longer): a name the baseline never runs, starting on a
-    stream within ``PAD_AFTER_COPY_NS`` of a copy's end there. Their rank, step and ev_row."""
+    stream within ``PAD_AFTER_COPY_NS`` of a copy's end there. Their rank, step and ev_row, and
+    the padded copy's ev_row (``copy_row``)."""
     only = kern_t.select("ev_row").filter(only_t)
     if only.height == 0:  # every kernel name also runs in the baseline (real CC): no sort
         return _padding_rows()
@@ -222,7 +223,10 @@ def _copy_padding(t: Side, kern_t: pl.DataFrame, only_t: pl.Series) -> pl.DataFr
     after_copy = (pl.col("gclass").shift(1).over(lane) == "copy") & (
         pl.col("start_ns") - end.shift(1).over(lane) <= PAD_AFTER_COPY_NS
     )
-    cand = rows.filter(after_copy).select("rank", "step", "ev_row")
+    copy_row = pl.col("ev_row").shift(1).over(lane).alias("copy_row")
+    cand = (
+        rows.with_columns(copy_row).filter(after_copy).select("rank", "step", "ev_row", "copy_row")
+    )
     return cand.join(only, on="ev_row", how="semi")
 
 

@@ -300,6 +300,24 @@ def test_class3_the_copy_pad_on_the_gpu_of_an_inference_loop_is_paid_as_counted(
     assert lo <= _att(r).get("serialized_copies", 0) <= hi
 
 
+def test_each_padding_kernel_names_the_copy_it_pads() -> None:
+    """The same pair: every padding kernel pairing finds names the copy right before it on its
+    stream (``copy_row``), so CP01 counts the host's wait only inside the padded copies' calls
+    (it once summed every blocking copy's, capped by the padding's time)."""
+    from ccdiag.pairing import PAD_AFTER_COPY_NS
+
+    d = VAL / "tv_eval_mobilenet_gpu_copies"
+    p = api.load_pair(d / "baseline.json.gz", d / "treatment.json.gz")
+    pad = p.copy_padding
+    assert pad.height > 0
+    gpu = p.treatment.gpu.select("ev_row", "stream", "gclass", "start_ns", "dur_ns")
+    both = pad.join(gpu, on="ev_row").join(gpu, left_on="copy_row", right_on="ev_row", suffix="_c")
+    assert both.height == pad.height
+    assert (both["gclass_c"] == "copy").all() and (both["stream"] == both["stream_c"]).all()
+    lag = both["start_ns"] - (both["start_ns_c"] + both["dur_ns_c"])
+    assert (lag <= PAD_AFTER_COPY_NS).all()
+
+
 def test_class3_a_synchronous_readback_padded_on_the_gpu_is_the_copies() -> None:
     """serve_graph_sync_gpu_both (HELD-OUT-20, judged, then opened): the synchronous graph
     readback with the copy's pad as a kernel after it. CP01 got 8 µs of a 39 µs Shapley truth
