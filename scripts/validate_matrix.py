@@ -425,8 +425,12 @@ def main() -> None:
                 "before its capture (torchvision MobileNetV3-Small inference with the copy pad on "
                 "the GPU, every subset), captured on an H100 the next night and judged once with "
                 "the engine it declared; HELD-OUT-23 (HF `generate()` on XGLM, the toll before and "
-                "after each launch) was declared that night and not captured (the device refused "
-                "eight starts). "
+                "after each launch), declared that night, and HELD-OUT-24 (torchvision MNASNet-0.5 "
+                "training, every subset of the toll and the copy costs, and the first set whose "
+                "pairs ship every round's steps, the steps the truth pools), declared the next "
+                "night, both captured on an H100 in one call and judged once with the engines "
+                "they declared (HELD-OUT-24's traces cut to round 0, the old protocol: 0 of 4 "
+                "within ±15 % against 2 of 4 on every round). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
