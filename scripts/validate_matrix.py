@@ -91,6 +91,7 @@ SPLITS = (
     "HELD-OUT-22",
     "HELD-OUT-23",
     "HELD-OUT-24",
+    "HELD-OUT-25",
 )
 
 

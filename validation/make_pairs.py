@@ -193,6 +193,13 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_mnasnet_launch": ("tv_train_mnasnet", "only_launch", "HELD-OUT-24"),
     "tv_train_mnasnet_copies": ("tv_train_mnasnet", "on_copy_pad+copy_sync", "HELD-OUT-24"),
     "tv_train_mnasnet_both": ("tv_train_mnasnet", "treatment", "HELD-OUT-24"),
+    # HELD-OUT-25, declared 2026-12-06 before its capture: scripts/device/run_v27_heldout25.sh
+    # (every round's timed steps shipped)
+    "hf_generate_codegen": ("hf_generate_codegen", "treatment", "HELD-OUT-25"),
+    "hf_generate_codegen_after": ("hf_generate_codegen_after", "treatment", "HELD-OUT-25"),
+    "tv_eval_squeezenet_launch": ("tv_eval_squeezenet", "only_launch", "HELD-OUT-25"),
+    "tv_eval_squeezenet_copies": ("tv_eval_squeezenet", "on_copy_pad+copy_sync", "HELD-OUT-25"),
+    "tv_eval_squeezenet_both": ("tv_eval_squeezenet", "treatment", "HELD-OUT-25"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)

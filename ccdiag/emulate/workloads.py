@@ -460,6 +460,10 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
     "xglm": ("XGLMConfig", "XGLMForCausalLM", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, ffn_dim=4 * d, num_layers=n, attention_heads=h,
         max_position_embeddings=512, pad_token_id=0, **_IDS)),
+    # CodeGen: fused QKV split over mp_num shards, partial rotary, attention and MLP in parallel
+    "codegen": ("CodeGenConfig", "CodeGenForCausalLM", lambda d, n, h, v: dict(
+        vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, n_ctx=512,
+        rotary_dim=d // h // 2, **_IDS)),
     # encoder-decoder: cross-attention, relative position buckets
     "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
@@ -471,7 +475,7 @@ class HFGenerate:
     """Hugging Face ``transformers`` ``model.generate()``: greedy eager decode, random weights.
 
     A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, Phi, Falcon,
-    Gemma, StarCoder2, GPT-Neo, StableLM, OLMo, Cohere, Qwen3, Granite, XGLM, or the
+    Gemma, StarCoder2, GPT-Neo, StableLM, OLMo, Cohere, Qwen3, Granite, XGLM, CodeGen, or the
     encoder-decoder T5: :data:`HF_ARCHS`) built
     from a config (no download); one step is one ``generate()`` call of ``new_tokens`` tokens after a
     ``prompt``-token prefill (``min_new_tokens`` pins the length), ending with a host sync.
