@@ -431,7 +431,11 @@ def main() -> None:
                 "pairs ship every round's steps, the steps the truth pools), declared the next "
                 "night, both captured on an H100 in one call and judged once with the engines "
                 "they declared (HELD-OUT-24's traces cut to round 0, the old protocol: 0 of 4 "
-                "within ±15 % against 2 of 4 on every round). "
+                "within ±15 % against 2 of 4 on every round); HELD-OUT-25 (HF `generate()` on "
+                "CodeGen, the toll before and after each launch; torchvision SqueezeNet 1.1 "
+                "inference, every subset of the toll and the copy costs; every round shipped), "
+                "declared after one more engine change, captured on an H200 and judged once "
+                "(each pair's own delta within 8 % of its truth's). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
