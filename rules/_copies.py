@@ -483,8 +483,8 @@ def with_gpu_padding(removal: Removal, ctx: PairContext) -> Removal:
     own = call_rows(launches, dur=pl.col("raw_dur_ns").clip(lower_bound=0))
     # the host's wait for the kernels: the gaps moved, and each padded copy's call time after its
     # copy (eps: the wait for its padding), at most the kernels' own time
-    padded = ctx.calls_t.filter(pl.col("gpu_row").is_in(pad.get_column("copy_row")))
-    eps = removal.calls.join(padded.select("ev_row"), on="ev_row", how="semi")["eps_ns"]
+    padded = c.filter(pl.col("gpu_row").is_in(pad.get_column("copy_row"))).select("ev_row")
+    eps = removal.calls.join(padded, on="ev_row", how="semi")["eps_ns"]
     waits = float(moved["gap_ns"].sum() or 0) + float(eps.sum() or 0)
     twice = min(waits, float(gpu["dur_ns"].sum() or 0))
     out = Removal(kept.drop("_to").cast(REMOVAL_CALLS), removal.gpu, removal.twice_ns)
