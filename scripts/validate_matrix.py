@@ -14,6 +14,7 @@
     python scripts/validate_matrix.py --split held-out-11 # the eleventh (Qwen2, GPT-BigCode)
     python scripts/validate_matrix.py --split held-out-12 # the twelfth (Phi, Falcon)
     python scripts/validate_matrix.py --split all --write validation/ACCURACY.md
+    python scripts/validate_matrix.py --split held-out-24 --first-steps 10  # round 0's steps
 
 The split is fixed in ``validation/SPLIT.md`` (written before any analysis). Per pair ccdiag's
 ``diagnose`` is run on the shipped baseline/treatment; per injected mechanism its attributed
@@ -25,8 +26,8 @@ every mechanism not injected below 3 % of the delta, ``unattributed`` at most 10
 Two facts decide what can be judged at all and are printed beside every row, never folded into
 the verdict: a truth whose 95 % CI includes 0 has no measurable effect to hit (such rows are
 "unresolved", scored only by whether ccdiag's number lies inside the CI); and the pair's own
-delta (10 shipped steps) is not the truth's delta (all profiled steps of the session), so each
-row also gives ccdiag's share of its delta against the truth's share of the truth's delta.
+delta (10 shipped steps; every profiled step from HELD-OUT-24 on) need not be the truth's delta
+(all profiled steps of the session), so each row also gives ccdiag's share of its delta against the truth's share of the truth's delta.
 
 The launch toll's *paid* cost (what the tolled calls paid, before any overlap) is also compared
 with what the shim injected (exact counters), where the report exposes it
@@ -38,9 +39,12 @@ shown apart and left out of that comparison: the shim counts its spin only.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,6 +231,24 @@ def judge(d: Path, split: str) -> PairResult:
     )  # fmt: skip
 
 
+def first_steps(d: Path, n: int, into: Path) -> Path:
+    """A copy of Kineto pair ``d`` in ``into`` whose two traces keep their first ``n``
+    ProfilerSteps (a pair that ships every round's steps cut to round 0's: the protocol before
+    HELD-OUT-24), with the same ``ground_truth.json``."""
+    from ccdiag.emulate.split import split_trace, step_windows
+
+    out = into / d.name
+    out.mkdir(parents=True)
+    for side in ("baseline", "treatment"):
+        src = _side(d, side)
+        with gzip.open(src, "rt") as fh:
+            steps = sorted(step_windows(json.load(fh)))[:n]
+        (cut,) = split_trace(src, {side: steps}, out).values()
+        assert cut == out / f"{side}.json.gz"
+    shutil.copyfile(d / "ground_truth.json", out / "ground_truth.json")
+    return out
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:+.0%}"
 
@@ -314,7 +336,15 @@ def main() -> None:
         "--readme", action="store_true",
         help="also put the scores in README.md (section matrix-accuracy)",
     )  # fmt: skip
+    ap.add_argument(
+        "--first-steps", type=int, metavar="N",
+        help="judge each Kineto pair cut to its first N steps (round 0's of a pair that ships "
+        "every round); not with --write or --readme",
+    )  # fmt: skip
     args = ap.parse_args()
+    if args.first_steps and (args.write or args.readme):
+        ap.error("--first-steps judges cut copies: it writes neither ACCURACY.md nor the README")
+    tmp = Path(tempfile.mkdtemp()) if args.first_steps else None
     split = split_of()
     want = choices[args.split]
     names = sorted(n for n, s in split.items() if s in want and (VAL / n).is_dir())
@@ -328,7 +358,8 @@ def main() -> None:
         results = []
         for n in group:
             try:
-                results.append(judge(VAL / n, s))
+                d = VAL / n if tmp is None else first_steps(VAL / n, args.first_steps, tmp)
+                results.append(judge(d, s))
             except Exception as e:  # noqa: BLE001 - a pair that fails is reported, not hidden
                 results.append(
                     PairResult(n, s, 0, 0, (0, 0), [], {}, 0, error=f"{type(e).__name__}: {e}")
@@ -337,6 +368,8 @@ def main() -> None:
         text.append(render(results, f"{s} pairs ({len(group)})"))
     md = "\n".join(text)
     print(md)
+    if tmp is not None:
+        shutil.rmtree(tmp)
     if args.write:
         args.write.write_text(HEADER + md)
     if args.readme:
