@@ -399,8 +399,35 @@ def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
     )
 
 
-def _side(t: Trace, host_only: bool, op_mode: bool) -> tuple[Side, bool]:
-    threads = hc.main_threads(t.events, host_only=op_mode)
+def _beside(b: Trace, t: Trace, op_mode: bool) -> tuple[frozenset[tuple[int, int]], list[str]]:
+    """The (rank, ordinal) of the threads that run beside the busiest one in either run
+    (:func:`ccdiag.ledger.host.thread_roles`): left off the main-thread timeline in both runs
+    (the same program's threads, matched by rank and ordinal), with a note saying so."""
+    if op_mode:
+        return frozenset(), []
+    roles = [hc.thread_roles(s.events) for s in (b, t)]
+    beside = frozenset(
+        (r, o) for x in roles for r, o, c in x.select("rank", "ordinal", "beside").iter_rows() if c
+    )
+    if not beside:
+        return beside, []
+    tids = sorted(
+        {str(tid) for x in roles for r, o, tid in x.select("rank", "ordinal", "tid").iter_rows()
+         if (r, o) in beside}
+    )  # fmt: skip
+    note = (
+        f"{len(beside)} host thread(s) with CUDA calls run beside the main thread (their calls "
+        f"overlap its calls in time: tid {', '.join(tids[:4])}): left off the main-thread "
+        "timeline, so their waits are not read as the step's; a drain worker's readback and "
+        "its wait, say"
+    )
+    return beside, [note]
+
+
+def _side(
+    t: Trace, host_only: bool, op_mode: bool, beside: frozenset[tuple[int, int]] | None = None
+) -> tuple[Side, bool]:
+    threads = hc.main_threads(t.events, host_only=op_mode, beside=beside)
     if threads.height == 0:
         raise PairMismatchError(t.meta.source, "no host thread with CUDA API calls or cpu_ops")
     windows, whole = _windows(t, threads)
@@ -465,9 +492,11 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     host_only = not t_gpu
     kinds = set(treatment.events["kind"].unique().cast(pl.String).to_list())
     op_mode = host_only and not kinds & {"runtime", "driver"}
-    b, whole_b = _side(baseline, host_only, op_mode)
-    t, whole_t = _side(treatment, host_only, op_mode)
+    beside, beside_notes = _beside(baseline, treatment, op_mode)
+    b, whole_b = _side(baseline, host_only, op_mode, beside)
+    t, whole_t = _side(treatment, host_only, op_mode, beside)
     aligned, notes = _align(b.windows, t.windows, opts)
+    notes += beside_notes
     if aligned.height == 0:
         raise PairMismatchError(treatment.meta.source, _why_unaligned(b.windows, t.windows))
     b, t = _keep(b, aligned["b_step"]), _keep(t, aligned["t_step"])

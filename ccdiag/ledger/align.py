@@ -848,7 +848,7 @@ def excursions(m: pl.DataFrame) -> tuple[np.ndarray, tuple[float, ...], pl.DataF
     return e["exc"].to_numpy(), tuple(per["n"].fill_null(0.0).to_list()), rows
 
 
-def gap_model(m: pl.DataFrame, min_gaps: int = 30, ids: dict[str, str] | None = None) -> GapModel:
+def gap_model(m: pl.DataFrame, min_gaps: int = 20, ids: dict[str, str] | None = None) -> GapModel:
     """Fit ``Δgap = before[key] + after[prev_key] + h × typical gap`` on matched calls.
 
     ``h`` from the variation within each (key, prev_key) cell (:func:`_within`); then the

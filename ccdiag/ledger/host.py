@@ -28,29 +28,66 @@ from ccdiag.ledger.vocab import (
 )
 
 
-def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.1) -> pl.DataFrame:
+#: A secondary thread whose API calls overlap the busiest thread's calls in time this often (share
+#: of its calls, at least one) runs beside it, not in turn with it (:func:`thread_roles`).
+CONCURRENT_SHARE = 0.02
+
+
+def main_threads(
+    ev: pl.DataFrame,
+    *,
+    host_only: bool = False,
+    share: float = 0.1,
+    beside: frozenset[tuple[int, int]] | None = None,
+) -> pl.DataFrame:
     """The host threads that drive the GPU on each rank: columns rank, pid, tid.
 
     Threads of the busiest process whose launch + copy + sync calls are at least ``share`` of the
     busiest thread's (PyTorch's main thread and its autograd thread, say; not a watchdog that only
     polls events). Their calls are laid on one timeline: the step's host critical path hands over
-    between them. Without API calls (host-only traces): the thread with the most cpu_ops.
+    between them. A thread that runs *beside* the busiest one (:func:`thread_roles`: a drain
+    worker that issues readbacks and waits for them while the main thread goes on) is not on
+    that timeline: its waits would be read as the step's. ``beside``: the (rank, ordinal) of
+    such threads (a pair decides for both runs, :func:`ccdiag.pairing.pair_traces`); by default
+    this trace's own. Without API calls (host-only traces): the thread with the most cpu_ops.
     """
+    roles = thread_roles(ev, host_only=host_only, share=share)
+    if beside is None:
+        beside = frozenset(
+            (r, o) for r, o, c in roles.select("rank", "ordinal", "beside").iter_rows() if c
+        )
+    kept = [(r, o) not in beside for r, o in roles.select("rank", "ordinal").iter_rows()]
+    out = roles.filter(pl.Series(kept, dtype=pl.Boolean)) if roles.height else roles
+    return out.select("rank", "pid", "tid").sort("rank", "tid")
+
+
+def thread_roles(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.1) -> pl.DataFrame:
+    """The candidate main threads of :func:`main_threads` with their role: rank, pid, tid,
+    ``ordinal`` (0 the thread of its rank that launches the most kernels, then by launches and
+    launch + copy + sync calls) and ``beside``: a secondary
+    thread whose API calls overlap the busiest thread's in time (``CONCURRENT_SHARE`` of its
+    calls, at least one) runs beside it. A thread the step hands over to (PyTorch's autograd
+    thread: the main thread waits in ``backward()``) never overlaps it: 0 of 816-12,210 calls
+    in every training pair of the truth matrix; a drain worker's readback and its wait did in
+    1-25 of 30-31 calls (``serve_graph_drain*``)."""
     on_api = ev.select(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null()).to_series()
-    api = ev.select("rank", "pid", "tid", "kind", "name").filter(on_api)
+    api = ev.select("rank", "pid", "tid", "kind", "name", "start_ns", "dur_ns").filter(on_api)
     if host_only or api.height == 0:
         rows = ev.filter((pl.col("kind") == "cpu_op") & pl.col("tid").is_not_null())
         top = rows.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
         top = top.sort("rank", "_score", "pid", "tid", descending=[False, True, False, False])
-        return top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
+        top = top.unique("rank", keep="first", maintain_order=True).select("rank", "pid", "tid")
+        return top.with_columns(pl.lit(0).alias("ordinal"), pl.lit(False).alias("beside"))
     work = per_value(
         api,
         "name",
-        {"_work": api_class().is_in(["launch", "copy", "sync"])},
+        {"_work": api_class().is_in(["launch", "copy", "sync"]), "_launch": api_class() == "launch"},
         event_names(ev).keep(on_api),
     )
     work = work.filter(pl.col("_work"))
-    score = work.group_by("rank", "pid", "tid").agg(pl.len().alias("_score"))
+    score = work.group_by("rank", "pid", "tid").agg(
+        pl.len().alias("_score"), pl.col("_launch").sum().alias("_launches")
+    )
     best = score.sort(
         "rank", "_score", "pid", "tid", descending=[False, True, False, False]
     ).unique("rank", keep="first", maintain_order=True)
@@ -58,7 +95,38 @@ def main_threads(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
     keep = score.join(best, on="rank").filter(
         (pl.col("pid") == pl.col("_pid")) & (pl.col("_score") >= share * pl.col("_best"))
     )
-    return keep.select("rank", "pid", "tid").sort("rank", "tid")
+    # the thread that launches the most kernels first (a drain worker that issues more copies
+    # and syncs than the main thread's one graph launch a step is still beside it)
+    by = ["rank", "_launches", "_score", "tid"]
+    keep = keep.sort(by, descending=[False, True, True, False]).with_columns(
+        pl.int_range(pl.len()).over("rank").alias("ordinal")
+    )
+    return _with_beside(api.filter(~base_name().is_in(list(apis.QUERY_APIS))), keep)
+
+
+def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
+    """``keep`` (rank, pid, tid, ordinal) with ``beside``: the thread's calls overlap those of
+    its rank's busiest thread (ordinal 0) in at least ``CONCURRENT_SHARE`` of them, at least once."""
+    out = []
+    for rank in keep["rank"].unique(maintain_order=True).to_list():
+        th = keep.filter(pl.col("rank") == rank)
+        mine = api.join(th.select("rank", "pid", "tid", "ordinal"), on=["rank", "pid", "tid"])
+        main = mine.filter(pl.col("ordinal") == 0).sort("start_ns")
+        ms = main["start_ns"].to_numpy()
+        me = np.maximum.accumulate((main["start_ns"] + main["dur_ns"]).to_numpy())
+        flags = []
+        for o in th["ordinal"].to_list():
+            if o == 0 or ms.size == 0:
+                flags.append(False)
+                continue
+            c = mine.filter(pl.col("ordinal") == o)
+            s, e = c["start_ns"].to_numpy(), (c["start_ns"] + c["dur_ns"]).to_numpy()
+            i = np.searchsorted(ms, e, side="left")  # main calls that start before each ends
+            hit = (i > 0) & (me[np.maximum(i - 1, 0)] > s)
+            n = int(hit.sum())
+            flags.append(n >= 1 and n >= CONCURRENT_SHARE * max(s.size, 1))
+        out.append(th.with_columns(pl.Series("beside", flags, dtype=pl.Boolean)))
+    return pl.concat(out).select("rank", "pid", "tid", "ordinal", "beside")
 
 
 def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
