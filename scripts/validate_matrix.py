@@ -96,6 +96,7 @@ SPLITS = (
     "HELD-OUT-23",
     "HELD-OUT-24",
     "HELD-OUT-25",
+    "HELD-OUT-26",
 )
 
 

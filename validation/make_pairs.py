@@ -200,6 +200,22 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_eval_squeezenet_launch": ("tv_eval_squeezenet", "only_launch", "HELD-OUT-25"),
     "tv_eval_squeezenet_copies": ("tv_eval_squeezenet", "on_copy_pad+copy_sync", "HELD-OUT-25"),
     "tv_eval_squeezenet_both": ("tv_eval_squeezenet", "treatment", "HELD-OUT-25"),
+    # HELD-OUT-26, declared 2026-12-06 before its capture: scripts/device/run_v28_heldout26.sh
+    # (every round's timed steps shipped)
+    "serve_graph_drain_l6_after_launch": (
+        "serve_graph_drain_l6_after",
+        "only_launch",
+        "HELD-OUT-26",
+    ),
+    "serve_graph_drain_l6_after_copies": (
+        "serve_graph_drain_l6_after",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-26",
+    ),
+    "serve_graph_drain_l6_after_both": ("serve_graph_drain_l6_after", "treatment", "HELD-OUT-26"),
+    "serve_eager_drain_launch": ("serve_eager_drain", "only_launch", "HELD-OUT-26"),
+    "serve_eager_drain_copies": ("serve_eager_drain", "on_copy_pad+copy_sync", "HELD-OUT-26"),
+    "serve_eager_drain_both": ("serve_eager_drain", "treatment", "HELD-OUT-26"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
