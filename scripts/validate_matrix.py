@@ -97,6 +97,7 @@ SPLITS = (
     "HELD-OUT-24",
     "HELD-OUT-25",
     "HELD-OUT-26",
+    "HELD-OUT-27",
 )
 
 

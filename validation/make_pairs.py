@@ -216,6 +216,37 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "serve_eager_drain_launch": ("serve_eager_drain", "only_launch", "HELD-OUT-26"),
     "serve_eager_drain_copies": ("serve_eager_drain", "on_copy_pad+copy_sync", "HELD-OUT-26"),
     "serve_eager_drain_both": ("serve_eager_drain", "treatment", "HELD-OUT-26"),
+    # HELD-OUT-27, declared 2026-12-06 before its capture: scripts/device/run_v29_heldout27.sh
+    # (every round's timed steps shipped)
+    "serve_graph_drain_l8_before_launch": (
+        "serve_graph_drain_l8_before",
+        "only_launch",
+        "HELD-OUT-27",
+    ),
+    "serve_graph_drain_l8_before_copies": (
+        "serve_graph_drain_l8_before",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-27",
+    ),
+    "serve_graph_drain_l8_before_both": ("serve_graph_drain_l8_before", "treatment", "HELD-OUT-27"),
+    "serve_graph_drain_short_launch": ("serve_graph_drain_short", "only_launch", "HELD-OUT-27"),
+    "serve_graph_drain_short_copies": (
+        "serve_graph_drain_short",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-27",
+    ),
+    "serve_graph_drain_short_both": ("serve_graph_drain_short", "treatment", "HELD-OUT-27"),
+    "serve_eager_drain_l4_after_launch": (
+        "serve_eager_drain_l4_after",
+        "only_launch",
+        "HELD-OUT-27",
+    ),
+    "serve_eager_drain_l4_after_copies": (
+        "serve_eager_drain_l4_after",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-27",
+    ),
+    "serve_eager_drain_l4_after_both": ("serve_eager_drain_l4_after", "treatment", "HELD-OUT-27"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
