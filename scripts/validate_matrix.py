@@ -470,7 +470,16 @@ def main() -> None:
                 "CodeGen, the toll before and after each launch; torchvision SqueezeNet 1.1 "
                 "inference, every subset of the toll and the copy costs; every round shipped), "
                 "declared after one more engine change, captured on an H200 and judged once "
-                "(each pair's own delta within 8 % of its truth's). "
+                "(each pair's own delta within 8 % of its truth's); HELD-OUT-26 (the serving "
+                "loop's drain-worker readback with 6 layers and the toll after each launch, and "
+                "eager with the toll before, every subset), declared after the engine left "
+                "threads that run beside the main thread off its timeline, captured on an H100 "
+                "and judged once (the 6-layer loop's toll missed: its worker overlapped no main "
+                "thread call; a worker that launches no kernel counts as beside it since); "
+                "HELD-OUT-27 (three more drain loops: 8 layers with the toll before, 50 µs of "
+                "scheduling, eager with 4 layers and the toll after; every subset), declared "
+                "with that change, captured on an H100 and judged once (both CUDA-graph loops "
+                "GPU-bound: the toll's truths slightly negative). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
