@@ -399,13 +399,12 @@ def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
     )
 
 
-def _beside(b: Trace, t: Trace, op_mode: bool) -> tuple[frozenset[tuple[int, int]], list[str]]:
-    """The (rank, ordinal) of the threads that run beside the busiest one in either run
-    (:func:`ccdiag.ledger.host.thread_roles`): left off the main-thread timeline in both runs
-    (the same program's threads, matched by rank and ordinal), with a note saying so."""
-    if op_mode:
-        return frozenset(), []
-    roles = [hc.thread_roles(s.events) for s in (b, t)]
+def _beside(
+    roles: list[pl.DataFrame],
+) -> tuple[frozenset[tuple[int, int]], list[str]]:
+    """The (rank, ordinal) of the threads that run beside the first one in either run (``roles``:
+    :func:`ccdiag.ledger.host.thread_roles` of the two runs): left off the main-thread timeline
+    in both runs (the same program's threads, matched by rank and ordinal), with a note."""
     beside = frozenset(
         (r, o) for x in roles for r, o, c in x.select("rank", "ordinal", "beside").iter_rows() if c
     )
@@ -417,17 +416,22 @@ def _beside(b: Trace, t: Trace, op_mode: bool) -> tuple[frozenset[tuple[int, int
     )  # fmt: skip
     note = (
         f"{len(beside)} host thread(s) with CUDA calls run beside the main thread (their calls "
-        f"overlap its calls in time: tid {', '.join(tids[:4])}): left off the main-thread "
-        "timeline, so their waits are not read as the step's; a drain worker's readback and "
-        "its wait, say"
+        f"overlap its calls in time, or they launch no kernel: tid {', '.join(tids[:4])}): left "
+        "off the main-thread timeline, so their copies and waits are not read as the step's (a "
+        "drain worker's readback, say); a wait between the threads that no CUDA call shows is "
+        "not modelled"
     )
     return beside, [note]
 
 
 def _side(
-    t: Trace, host_only: bool, op_mode: bool, beside: frozenset[tuple[int, int]] | None = None
+    t: Trace,
+    host_only: bool,
+    op_mode: bool,
+    beside: frozenset[tuple[int, int]],
+    roles: pl.DataFrame,
 ) -> tuple[Side, bool]:
-    threads = hc.main_threads(t.events, host_only=op_mode, beside=beside)
+    threads = hc.main_threads(t.events, host_only=op_mode, beside=beside, roles=roles)
     if threads.height == 0:
         raise PairMismatchError(t.meta.source, "no host thread with CUDA API calls or cpu_ops")
     windows, whole = _windows(t, threads)
@@ -492,9 +496,10 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     host_only = not t_gpu
     kinds = set(treatment.events["kind"].unique().cast(pl.String).to_list())
     op_mode = host_only and not kinds & {"runtime", "driver"}
-    beside, beside_notes = _beside(baseline, treatment, op_mode)
-    b, whole_b = _side(baseline, host_only, op_mode, beside)
-    t, whole_t = _side(treatment, host_only, op_mode, beside)
+    roles = [hc.thread_roles(s.events, host_only=op_mode) for s in (baseline, treatment)]
+    beside, beside_notes = _beside(roles)
+    b, whole_b = _side(baseline, host_only, op_mode, beside, roles[0])
+    t, whole_t = _side(treatment, host_only, op_mode, beside, roles[1])
     aligned, notes = _align(b.windows, t.windows, opts)
     notes += beside_notes
     if aligned.height == 0:

@@ -240,9 +240,6 @@ def context_call(calls: pl.DataFrame, gpu: pl.DataFrame) -> int | None:
     return int(cand.sort("dur_ns", descending=True)["_row"][0]) if cand.height else None
 
 
-#: A thread whose calls overlap the busiest thread's calls this often runs beside it (a drain
-#: worker, a loader), not in turn with it (PyTorch's autograd thread): it gets no timeline of its own.
-CONCURRENT_SHARE = 0.1
 #: A stream's first GPU row that started this long after its launch returned waited for work
 #: queued on that stream before the trace began.
 BACKLOG_NS = 50_000
@@ -250,49 +247,6 @@ BACKLOG_NS = 50_000
 BACKLOG_NAME = "ccdiag:queued_before_trace"
 #: A synchronize that returned this long before earlier GPU work ended did not wait for all of it.
 EARLY_SYNC_NS = 1_000
-
-
-def replay_threads(trace: Trace) -> pl.DataFrame:
-    """The threads laid on one replay timeline per rank: :func:`ccdiag.replay.main_threads`
-    without the threads that run *beside* the busiest one.
-
-    PyTorch's autograd thread takes over while the main thread waits in ``backward()``: their
-    calls take turns, and one timeline is right. A worker that issues and waits for readbacks
-    while the main thread keeps launching (a drain thread) overlaps it: on one timeline its
-    blocking waits would stall the main thread and hide the main thread's launches inside them.
-    A thread is dropped when at least ``CONCURRENT_SHARE`` of its top-level calls overlap a call
-    of the busiest thread.
-    """
-    th = main_threads(trace)
-    if th.height <= th["rank"].n_unique():
-        return th
-    keep = []
-    for rank in th["rank"].unique().sort().to_list():
-        mine = th.filter(pl.col("rank") == rank)
-        per = {}
-        for row in mine.iter_rows(named=True):
-            c, _ = model_rows(trace, pl.DataFrame([row], schema=mine.schema))
-            c = c.filter(pl.col("rank") == rank)
-            per[(row["pid"], row["tid"])] = c
-        busiest = max(per, key=lambda k: per[k].filter(pl.col("cls") != "other").height)
-        b = per[busiest].sort("start_ns")
-        bs = b["start_ns"].to_numpy()
-        be = bs + b["dur_ns"].to_numpy()
-        keep.append(mine.filter((pl.col("pid") == busiest[0]) & (pl.col("tid") == busiest[1])))
-        for key, c in per.items():
-            if key == busiest or c.height == 0:
-                continue
-            cs = c["start_ns"].to_numpy()
-            ce = cs + c["dur_ns"].to_numpy()
-            # calls of the busiest thread that start inside this call, or this call starts inside
-            i0 = np.searchsorted(bs, cs, side="right")
-            i1 = np.searchsorted(bs, ce, side="left")
-            inside = i1 > i0
-            j = np.clip(i0 - 1, 0, None)
-            within = (i0 > 0) & (be[j] > cs)
-            if (inside | within).mean() < CONCURRENT_SHARE:
-                keep.append(mine.filter((pl.col("pid") == key[0]) & (pl.col("tid") == key[1])))
-    return pl.concat(keep).sort("rank", "tid")
 
 
 def _with_backlog(trace: Trace, threads: pl.DataFrame) -> Trace:
@@ -384,7 +338,9 @@ def _early_syncs(calls: pl.DataFrame, gpu: pl.DataFrame) -> np.ndarray:
 
 def _context(trace: Trace) -> _Ctx:
     n_orig = trace.events.height
-    threads = replay_threads(trace)
+    # the threads that take turns driving the GPU, without those that run beside them (a drain
+    # worker): :func:`ccdiag.ledger.host.thread_roles`
+    threads = main_threads(trace)
     trace = _with_backlog(trace, threads)
     ev = trace.events
     calls, gpu = model_rows(trace, threads)

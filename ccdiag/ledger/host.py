@@ -38,6 +38,7 @@ def main_threads(
     host_only: bool = False,
     share: float = 0.1,
     beside: frozenset[tuple[int, int]] | None = None,
+    roles: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The host threads that drive the GPU on each rank: columns rank, pid, tid.
 
@@ -48,9 +49,10 @@ def main_threads(
     worker that issues readbacks and waits for them while the main thread goes on) is not on
     that timeline: its waits would be read as the step's. ``beside``: the (rank, ordinal) of
     such threads (a pair decides for both runs, :func:`ccdiag.pairing.pair_traces`); by default
-    this trace's own. Without API calls (host-only traces): the thread with the most cpu_ops.
+    this trace's own. ``roles``: :func:`thread_roles` of ``ev`` when the caller has them.
+    Without API calls (host-only traces): the thread with the most cpu_ops.
     """
-    roles = thread_roles(ev, host_only=host_only, share=share)
+    roles = roles if roles is not None else thread_roles(ev, host_only=host_only, share=share)
     if beside is None:
         beside = frozenset(
             (r, o) for r, o, c in roles.select("rank", "ordinal", "beside").iter_rows() if c
