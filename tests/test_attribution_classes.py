@@ -452,6 +452,17 @@ def test_class5_the_six_layer_drain_loops_toll_is_the_steps_growth() -> None:
     assert _att(r)["launch_toll"] == pytest.approx(g["delta_ns_per_step"]["value"], rel=0.15)
 
 
+def test_class5_copies_off_the_main_threads_timeline_are_said_not_dropped() -> None:
+    """HELD-OUT-26's eager drain loop: the worker issues under 10 % of the main thread's calls
+    (not a candidate thread), and its copies, whose cost the truth puts at 602 us a step, reach
+    the step only through a Python queue. ccdiag measures nothing from them, and says so."""
+    r = _report("serve_eager_drain_both")
+    said = [n for n in r.notes if n.startswith("copies off the main threads' timeline")]
+    assert len(said) == 1 and "1.0 -> 1.0 calls a step" in said[0]
+    # a training loop's copies are the main thread's: no such note
+    assert not any("copies off the main" in n for n in _report("tv_train_both").notes)
+
+
 def test_class5_no_toll_where_only_the_drained_copies_were_tolled() -> None:
     """``serve_graph_drain_after_copies`` (copy costs only, on the worker; delta -1 us): with
     three main-thread calls a step the gap model's constants are not identified apart from the

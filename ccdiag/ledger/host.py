@@ -109,6 +109,24 @@ def thread_roles(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.
     return _with_beside(api.filter(~base_name().is_in(list(apis.QUERY_APIS))), keep)
 
 
+def copies_off_main(ev: pl.DataFrame, threads: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Copy calls (API class copy) of the threads not in ``threads`` that start inside a step
+    window: rank, tid, calls, ns (their traced time). No mechanism is measured from them (they
+    are off the main threads' timeline: a drain worker, a loader); the pair says they exist."""
+    schema = {"rank": pl.Int32, "tid": pl.Int64, "calls": pl.UInt32, "ns": pl.Int64}
+    on_api = ev.select(pl.col("kind").is_in(API_KINDS) & pl.col("tid").is_not_null()).to_series()
+    api = ev.select("rank", "pid", "tid", "name", "start_ns", "dur_ns").filter(on_api)
+    if api.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=schema)
+    api = per_value(api, "name", {"_copy": api_class() == "copy"}, event_names(ev).keep(on_api))
+    api = api.filter(pl.col("_copy")).join(threads, on=["rank", "pid", "tid"], how="anti")
+    api = assign_window(api, windows)
+    out = api.group_by("rank", "tid").agg(
+        pl.len().alias("calls"), pl.col("dur_ns").sum().alias("ns")
+    )
+    return out.cast(schema).sort("rank", "tid")  # type: ignore[arg-type]
+
+
 def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
     """``keep`` (rank, pid, tid, ordinal, _launches) with ``beside``: the thread's calls overlap
     those of its rank's first thread (ordinal 0) in at least ``CONCURRENT_SHARE`` of them, at
