@@ -590,3 +590,19 @@ def test_a_toll_that_took_the_place_of_a_wait_inside_the_graph_launch_is_paid() 
     r = _report("serve_graph_drain_nsys_il")
     paid = {a.mechanism: a.paid_ns_per_step for a in r.attribution}.get("launch_toll") or 0
     assert paid >= 0.8 * 89_000
+
+
+def test_thread_roles_of_a_trace_whose_calls_neither_launch_copy_nor_sync() -> None:
+    """API calls, but none that launches, copies or synchronizes (a probe of the device): no
+    candidate thread, so the pair is refused with its one-line reason, not a ValueError from
+    an empty concatenation (found on 2026-12-06 while adding the thread roles)."""
+    from ccdiag.errors import PairMismatchError
+    from ccdiag.ledger.host import thread_roles
+    from ccdiag.pairing import pair_traces
+    from tests.factories import rows_trace
+
+    rows = [["runtime", "cudaGetDevice", 10 * i, 1] for i in range(5)]
+    t = rows_trace(rows)
+    assert thread_roles(t.events).height == 0
+    with pytest.raises(PairMismatchError, match="no host thread with CUDA API calls"):
+        pair_traces(t, rows_trace(rows))

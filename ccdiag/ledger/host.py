@@ -133,6 +133,10 @@ def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
     least once; or it launches no kernel while that thread does (it copies, records and waits
     for what the other launched: a drain worker whose calls all fall in the main thread's busy
     host gap, HELD-OUT-26's 6-layer graph loop, overlaps none of its calls)."""
+    if keep.height == 0:  # API calls, but none that launches, copies or syncs
+        return keep.select("rank", "pid", "tid", "ordinal").with_columns(
+            pl.lit(False).alias("beside")
+        )
     out = []
     for rank in keep["rank"].unique(maintain_order=True).to_list():
         th = keep.filter(pl.col("rank") == rank)
