@@ -137,11 +137,17 @@ def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
         return keep.select("rank", "pid", "tid", "ordinal").with_columns(
             pl.lit(False).alias("beside")
         )
-    out = []
-    for rank in keep["rank"].unique(maintain_order=True).to_list():
-        th = keep.filter(pl.col("rank") == rank)
+    # only ranks with more than one candidate thread are checked, their calls joined once (a
+    # job's trace holds hundreds of ranks, most with one thread)
+    many = keep.filter(pl.len().over("rank") > 1)
+    out = [keep.filter(pl.len().over("rank") == 1).with_columns(pl.lit(False).alias("beside"))]
+    on = ["rank", "pid", "tid"]
+    calls = api.join(many.select(*on, "ordinal"), on=on) if many.height else api.clear()
+    by_rank = calls.partition_by("rank", as_dict=True) if calls.height else {}
+    for rank in many["rank"].unique(maintain_order=True).to_list():
+        th = many.filter(pl.col("rank") == rank)
         launches = dict(th.select("ordinal", "_launches").iter_rows())
-        mine = api.join(th.select("rank", "pid", "tid", "ordinal"), on=["rank", "pid", "tid"])
+        mine = by_rank.get((rank,), calls.clear().with_columns(pl.lit(0).alias("ordinal")))
         main = mine.filter(pl.col("ordinal") == 0).sort("start_ns")
         ms = main["start_ns"].to_numpy()
         me = np.maximum.accumulate((main["start_ns"] + main["dur_ns"]).to_numpy())
@@ -158,7 +164,8 @@ def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
             waits_only = launches.get(o, 0) == 0 and launches.get(0, 0) > 0
             flags.append(waits_only or (n >= 1 and n >= CONCURRENT_SHARE * max(s.size, 1)))
         out.append(th.with_columns(pl.Series("beside", flags, dtype=pl.Boolean)))
-    return pl.concat(out).select("rank", "pid", "tid", "ordinal", "beside")
+    cols = ["rank", "pid", "tid", "ordinal", "beside"]
+    return pl.concat([o.select(cols) for o in out]).sort("rank", "ordinal")
 
 
 def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
