@@ -405,9 +405,7 @@ def _beside(
     """The (rank, ordinal) of the threads that run beside the first one in either run (``roles``:
     :func:`ccdiag.ledger.host.thread_roles` of the two runs): left off the main-thread timeline
     in both runs (the same program's threads, matched by rank and ordinal), with a note."""
-    beside = frozenset(
-        (r, o) for x in roles for r, o, c in x.select("rank", "ordinal", "beside").iter_rows() if c
-    )
+    beside = hc.beside_of(*roles)
     if not beside:
         return beside, []
     tids = sorted(

@@ -28,12 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 VAL = ROOT / "validation"
 
 
+def _trace_path(pair: str, side: str) -> Path:
+    """A validation pair's baseline or treatment trace (not its .meta.json)."""
+    d = VAL / pair
+    return next(p for p in d.iterdir() if p.name.startswith(f"{side}.") and "meta" not in p.name)
+
+
 @cache
 def _report(pair: str) -> Report:
-    d = VAL / pair
-    side = {s: next(p for p in d.iterdir() if p.name.startswith(f"{s}.") and "meta" not in p.name)
-            for s in ("baseline", "treatment")}  # fmt: skip
-    return api.diagnose(side["baseline"], side["treatment"])
+    return api.diagnose(_trace_path(pair, "baseline"), _trace_path(pair, "treatment"))
 
 
 def _truth(pair: str) -> dict:
@@ -388,9 +391,7 @@ def test_class5_no_blocked_copy_where_the_readback_never_overlapped(pair: str) -
 
 
 def _load(pair: str, side: str):
-    d = VAL / pair
-    return api.load_trace(next(p for p in d.iterdir() if p.name.startswith(f"{side}.")
-                               and "meta" not in p.name))  # fmt: skip
+    return api.load_trace(_trace_path(pair, side))
 
 
 @pytest.mark.parametrize(
@@ -496,12 +497,7 @@ def test_only_a_steady_state_baseline_counts_as_gpu_bound() -> None:
     from ccdiag.shapley import gpu_bound
 
     def bound(p: str) -> bool:
-        d = VAL / p
-        side = {s: next(x for x in d.iterdir() if x.name.startswith(f"{s}.") and "meta" not in x.name)
-                for s in ("baseline", "treatment")}  # fmt: skip
-        return gpu_bound(
-            api.pair(api.load_trace(side["baseline"]), api.load_trace(side["treatment"])).baseline
-        )
+        return gpu_bound(api.pair(_load(p, "baseline"), _load(p, "treatment")).baseline)
 
     assert bound("tv_train_settled_both") and bound("tv_train_settled_copies")
     assert not bound("tv_train_both") and not bound("tv_train_copies")

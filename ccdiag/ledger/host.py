@@ -53,13 +53,18 @@ def main_threads(
     Without API calls (host-only traces): the thread with the most cpu_ops.
     """
     roles = roles if roles is not None else thread_roles(ev, host_only=host_only, share=share)
-    if beside is None:
-        beside = frozenset(
-            (r, o) for r, o, c in roles.select("rank", "ordinal", "beside").iter_rows() if c
-        )
+    beside = beside_of(roles) if beside is None else beside
     kept = [(r, o) not in beside for r, o in roles.select("rank", "ordinal").iter_rows()]
     out = roles.filter(pl.Series(kept, dtype=pl.Boolean)) if roles.height else roles
     return out.select("rank", "pid", "tid").sort("rank", "tid")
+
+
+def beside_of(*roles: pl.DataFrame) -> frozenset[tuple[int, int]]:
+    """The (rank, ordinal) of the threads :func:`thread_roles` found beside the first one, in
+    any of ``roles`` (a pair's two runs: the same program's threads)."""
+    return frozenset(
+        (r, o) for x in roles for r, o, c in x.select("rank", "ordinal", "beside").iter_rows() if c
+    )
 
 
 def thread_roles(ev: pl.DataFrame, *, host_only: bool = False, share: float = 0.1) -> pl.DataFrame:
@@ -118,8 +123,9 @@ def copies_off_main(ev: pl.DataFrame, threads: pl.DataFrame, windows: pl.DataFra
     api = ev.select("rank", "pid", "tid", "name", "start_ns", "dur_ns").filter(on_api)
     if api.height == 0 or windows.height == 0:
         return pl.DataFrame(schema=schema)
-    api = per_value(api, "name", {"_copy": api_class() == "copy"}, event_names(ev).keep(on_api))
-    api = api.filter(pl.col("_copy")).join(threads, on=["rank", "pid", "tid"], how="anti")
+    # the other threads' calls first (the main threads hold most of them), then their classes
+    api = api.join(threads, on=["rank", "pid", "tid"], how="anti")
+    api = per_value(api, "name", {"_copy": api_class() == "copy"}).filter(pl.col("_copy"))
     api = assign_window(api, windows)
     out = api.group_by("rank", "tid").agg(
         pl.len().alias("calls"), pl.col("dur_ns").sum().alias("ns")
@@ -147,7 +153,7 @@ def _with_beside(api: pl.DataFrame, keep: pl.DataFrame) -> pl.DataFrame:
     for rank in many["rank"].unique(maintain_order=True).to_list():
         th = many.filter(pl.col("rank") == rank)
         launches = dict(th.select("ordinal", "_launches").iter_rows())
-        mine = by_rank.get((rank,), calls.clear().with_columns(pl.lit(0).alias("ordinal")))
+        mine = by_rank.get((rank,), calls.clear())
         main = mine.filter(pl.col("ordinal") == 0).sort("start_ns")
         ms = main["start_ns"].to_numpy()
         me = np.maximum.accumulate((main["start_ns"] + main["dur_ns"]).to_numpy())
