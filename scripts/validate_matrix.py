@@ -98,6 +98,7 @@ SPLITS = (
     "HELD-OUT-25",
     "HELD-OUT-26",
     "HELD-OUT-27",
+    "HELD-OUT-28",
 )
 
 

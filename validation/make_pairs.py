@@ -247,6 +247,18 @@ PAIRS: dict[str, tuple[str, str, str]] = {
         "HELD-OUT-27",
     ),
     "serve_eager_drain_l4_after_both": ("serve_eager_drain_l4_after", "treatment", "HELD-OUT-27"),
+    # HELD-OUT-28, declared 2026-12-06 before its capture: scripts/device/run_v30_heldout28.sh
+    # (every round's timed steps shipped)
+    "tv_detect_frcnn_launch": ("tv_detect_frcnn", "only_launch", "HELD-OUT-28"),
+    "tv_detect_frcnn_copies": ("tv_detect_frcnn", "on_copy_pad+copy_sync", "HELD-OUT-28"),
+    "tv_detect_frcnn_both": ("tv_detect_frcnn", "treatment", "HELD-OUT-28"),
+    "tv_train_amp_densenet_launch": ("tv_train_amp_densenet", "only_launch", "HELD-OUT-28"),
+    "tv_train_amp_densenet_copies": (
+        "tv_train_amp_densenet",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-28",
+    ),
+    "tv_train_amp_densenet_both": ("tv_train_amp_densenet", "treatment", "HELD-OUT-28"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)

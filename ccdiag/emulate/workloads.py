@@ -599,7 +599,12 @@ class _LoaderLoop:
 
 
 class TVTrain(_LoaderLoop):
-    """torchvision ResNet training: ``DataLoader(pin_memory=True, num_workers=N)``, ``.to(non_blocking=True)``."""
+    """torchvision ResNet training: ``DataLoader(pin_memory=True, num_workers=N)``, ``.to(non_blocking=True)``.
+
+    ``amp=1``: mixed precision as the PyTorch recipe writes it (``torch.autocast`` float16 and a
+    ``GradScaler``): the scaler's ``step`` reads its found-inf flag back with ``.item()`` every
+    step, a blocking device-to-host copy after the backward pass.
+    """
 
     def __init__(
         self,
@@ -608,6 +613,7 @@ class TVTrain(_LoaderLoop):
         size: int = 160,
         workers: int = 6,
         classes: int = 100,
+        amp: int = 0,
         **_: Any,
     ) -> None:
         self.arch, self.batch, self.size, self.workers, self.classes = (
@@ -617,6 +623,7 @@ class TVTrain(_LoaderLoop):
             workers,
             classes,
         )
+        self.amp = bool(amp)
 
     def _vision_model(self) -> torch.nn.Module:
         import torchvision
@@ -630,12 +637,21 @@ class TVTrain(_LoaderLoop):
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.loss = torch.nn.CrossEntropyLoss()
         self._start(_RandomImages(self.batch * 100_000, self.size, self.classes))
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp and torch.cuda.is_available())
 
     def step(self, i: int) -> None:
         x, y = self._next()
         x = x.to(dev, non_blocking=True)
         y = y.to(dev, non_blocking=True)
         x = (x.float() / 255.0 - 0.45) / 0.225
+        if self.amp:
+            with torch.autocast(dev.type, dtype=torch.float16):
+                loss = self.loss(self.model(x), y)
+            self.opt.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)  # reads the found-inf flag back: .item()
+            self.scaler.update()
+            return
         loss = self.loss(self.model(x), y)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -674,6 +690,51 @@ class TVEval(TVTrain):
         xd = (xd.float() / 255.0 - 0.45) / 0.225
         pred = self.model(xd).argmax(1).cpu()  # blocking D2H readback
         self.correct += int((pred == y).sum())
+
+
+class TVDetect(_LoaderLoop):
+    """torchvision object detection inference (Faster R-CNN with a MobileNetV3-FPN backbone,
+    random weights): pinned ``DataLoader``, ``.to(non_blocking=True)``, detections read back with
+    ``.cpu()``. Its post-processing is data-dependent: the region proposals' top-k and NMS, the
+    per-class score filter (``nonzero``) and NMS of the detection head each read a size back to
+    the host, so a step makes several small blocking device-to-host copies inside the forward,
+    not one at its end. ``score_thresh`` is low so random weights still leave detections.
+    """
+
+    def __init__(
+        self,
+        model: str = "fasterrcnn_mobilenet_v3_large_320_fpn",
+        batch: int = 8,
+        size: int = 320,
+        workers: int = 4,
+        classes: int = 91,
+        score_thresh: float = 0.001,
+        **_: Any,
+    ) -> None:
+        self.arch, self.batch, self.size, self.workers = model, batch, size, workers
+        self.classes, self.score_thresh = classes, score_thresh
+
+    def setup(self) -> None:
+        import torchvision
+
+        torch.manual_seed(0)
+        build = getattr(torchvision.models.detection, self.arch)
+        self.model = build(
+            weights=None,
+            weights_backbone=None,
+            num_classes=self.classes,
+            box_score_thresh=self.score_thresh,
+        )
+        self.model = self.model.to(dev).eval()
+        self._start(_RandomImages(self.batch * 100_000, self.size, self.classes))
+        self.found = 0
+
+    @torch.inference_mode()
+    def step(self, i: int) -> None:
+        x, _ = self._next()
+        xd = x.to(dev, non_blocking=True).float() / 255.0
+        out = self.model(list(xd))
+        self.found += sum(int(o["boxes"].cpu().shape[0]) for o in out)  # blocking D2H readbacks
 
 
 class HFBertTrain(_LoaderLoop):
@@ -839,6 +900,7 @@ WORKLOADS = {
     "hf_generate": HFGenerate,
     "tv_train": TVTrain,
     "tv_eval": TVEval,
+    "tv_detect": TVDetect,
     "hf_bert_train": HFBertTrain,
     "serving": Serving,
     "decode": Decode,
