@@ -99,6 +99,7 @@ SPLITS = (
     "HELD-OUT-26",
     "HELD-OUT-27",
     "HELD-OUT-28",
+    "HELD-OUT-29",
 )
 
 

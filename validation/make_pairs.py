@@ -252,13 +252,15 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_detect_frcnn_launch": ("tv_detect_frcnn", "only_launch", "HELD-OUT-28"),
     "tv_detect_frcnn_copies": ("tv_detect_frcnn", "on_copy_pad+copy_sync", "HELD-OUT-28"),
     "tv_detect_frcnn_both": ("tv_detect_frcnn", "treatment", "HELD-OUT-28"),
-    "tv_train_amp_densenet_launch": ("tv_train_amp_densenet", "only_launch", "HELD-OUT-28"),
+    # HELD-OUT-29, declared 2026-12-06 before its capture (HELD-OUT-28's AMP job, which ran out
+    # of its budget there): scripts/device/run_v31_heldout29.sh (every round's steps shipped)
+    "tv_train_amp_densenet_launch": ("tv_train_amp_densenet", "only_launch", "HELD-OUT-29"),
     "tv_train_amp_densenet_copies": (
         "tv_train_amp_densenet",
         "on_copy_pad+copy_sync",
-        "HELD-OUT-28",
+        "HELD-OUT-29",
     ),
-    "tv_train_amp_densenet_both": ("tv_train_amp_densenet", "treatment", "HELD-OUT-28"),
+    "tv_train_amp_densenet_both": ("tv_train_amp_densenet", "treatment", "HELD-OUT-29"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
