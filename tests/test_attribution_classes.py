@@ -254,6 +254,42 @@ def test_class3_a_block_that_waits_for_gpu_side_padding_gets_its_shapley_share()
     assert abs(_att(r).get("blocked_non_blocking", 0) - truth) <= 0.15 * truth
 
 
+@pytest.mark.parametrize("pair", ["tv_detect_frcnn_launch", "tv_detect_frcnn_both"])
+def test_class3_detection_readbacks_inside_the_forward_toll_and_copies(pair: str) -> None:
+    """HELD-OUT-28 (judged once, then opened): torchvision Faster R-CNN inference, whose
+    post-processing reads sizes back 67 times a step inside the forward, each read already
+    followed by a synchronize. The toll: 7.93 ms for 8.67 [8.38, 9.12] alone, 7.84 for a
+    Shapley 8.52 [8.32, 8.73] beside the copies (-8 % both); the copies' serialized + blocked
+    together 2.14 ms for 2.24; no host_slowdown, at most 10 % unattributed."""
+    r, g = _report(pair), _truth(pair)
+    truths = g.get("shapley_ns_per_step") or g["impact_ns_per_step"]
+    att, total = _att(r), r.partition.total_ns_per_step
+    toll = truths["launch_toll"]["value"]
+    assert abs(att["launch_toll"] - toll) <= 0.15 * toll
+    copies = [m for m in ("serialized_copies", "blocked_non_blocking") if m in truths]
+    if copies:
+        want = sum(truths[m]["value"] for m in copies)
+        assert abs(sum(att.get(m, 0) for m in copies) - want) <= 0.15 * want
+    assert abs(att.get("host_slowdown", 0)) < 0.03 * total
+    assert abs(r.unattributed_ns_per_step) <= 0.10 * total
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a miss, not a pass (HELD-OUT-28, judged once): the detection loop's 67 small readbacks "
+        "a step were synchronous already; the shim's stream sync inside each copy call adds "
+        "~7 us a copy, which the truth gives to blocked_non_blocking (+478 us [249, 783]) and "
+        "CP01's fitted toll (55 us for 35 spun) takes as padding: ccdiag gives blocked 10 us"
+    ),
+)
+def test_class3_a_sync_added_to_already_synchronous_readbacks_is_blocking() -> None:
+    """tv_detect_frcnn_copies: the copies alone; serialized 2.07 ms for 1.78 [1.53, 2.06]."""
+    r, g = _report("tv_detect_frcnn_copies"), _truth("tv_detect_frcnn_copies")
+    truth = g["shapley_ns_per_step"]["blocked_non_blocking"]["value"]
+    assert abs(_att(r).get("blocked_non_blocking", 0) - truth) <= 0.15 * truth
+
+
 # ---------------------------------------------------------------- class 5: the async readback
 
 
