@@ -481,7 +481,13 @@ def main() -> None:
                 "HELD-OUT-27 (three more drain loops: 8 layers with the toll before, 50 µs of "
                 "scheduling, eager with 4 layers and the toll after; every subset), declared "
                 "with that change, captured on an H100 and judged once (both CUDA-graph loops "
-                "GPU-bound: the toll's truths slightly negative). "
+                "GPU-bound: the toll's truths slightly negative); HELD-OUT-28 (torchvision "
+                "Faster R-CNN detection inference, whose post-processing reads sizes back inside "
+                "the forward, every subset), declared with the engine unchanged, captured on an "
+                "H100 and judged once (its mixed-precision training job ran out of its budget "
+                "and was dropped); HELD-OUT-29 (that job again: DenseNet-121 with autocast and a "
+                "GradScaler, the toll after the call and the copy pad on the GPU, every subset), "
+                "declared before its capture and judged once with the same engine. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
