@@ -17,7 +17,7 @@ t start; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__)"
 SHIP_ALL="--ship baseline,treatment,only_launch,on_copy_pad+copy_sync"
 AMP="tv_train --kw model=densenet121 --kw batch=32 --kw size=96 --kw workers=8 --kw amp=1 --mechanisms launch,copy --all-subsets --rounds 2 --block-steps 10 --settle-steps 5 --warmup 5 --no-record-shapes"
-job tv_train_amp_densenet 560 CCDIAG_EMU_TOLL_AT=after CCDIAG_EMU_COPY_PAD_AT=gpu -- $AMP $SHIP_ALL
+job tv_train_amp_densenet 500 CCDIAG_EMU_TOLL_AT=after CCDIAG_EMU_COPY_PAD_AT=gpu -- $AMP $SHIP_ALL
 find $W -maxdepth 2 | head -40; du -sh $W/tv_train_amp_densenet
 # the pair's own files only (its folder's top level), not the raw traces below it
 (cd $W && tar -czf /tmp/v31.tgz $(find tv_train_amp_densenet -maxdepth 1 -type f) $(ls FAILED SKIPPED 2>/dev/null))
