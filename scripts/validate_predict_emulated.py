@@ -588,6 +588,27 @@ WHY_MECH = {
         "99 ms through the block, likely a backlog of that path's latencies (not checked) which "
         "the queue-aware replay does not build"
     ),
+    ("tv_detect_frcnn_*", "serialized_copies"): (
+        "67 readbacks a step padded to the platform's toll + bytes / bandwidth (2.21 ms "
+        "predicted); the shim padded 1.98 ms (it subtracts its own model of the native copy, as "
+        "for kv_offload) and the truth (1.80 ms, CI 1.41–2.19) is a little under what it padded"
+    ),
+    ("tv_detect_frcnn_*", "blocked_non_blocking"): (
+        "the truth (0.50 ms, CI 0.21–0.81) is the interposer's own stream sync added to 67 "
+        "readbacks a step that were synchronous already, ~7 µs each (validation/SPLIT.md, "
+        "HELD-OUT-28); nothing in a CC-off trace says what that sync costs (not explained further)"
+    ),
+    ("tv_train_amp_densenet_*", "launch_toll"): (
+        "the truth (8.8 ms, CI 4.2–13.2) is 57 % of the tolls the shim spun (15.4 ms; 15.6 "
+        "predicted) in a session whose steps vary with the DataLoader (baseline p10–p90 "
+        "66.6–82.7 ms); the profiled pair measures 10.2 ms (not explained further)"
+    ),
+    ("tv_train_amp_densenet_*", "blocked_non_blocking"): (
+        "the truth (9.3 ms, CI 1.5–14.9) is 42x the blocking the shim counted (0.22 ms a step: "
+        "3 copies, one of them the GradScaler's found-inf read that waited already): the phase's "
+        "steps ran slower by far more than the blocking itself, and its Shapley value beside the "
+        "other costs is within the noise (2.0 ms, CI −3.7–7.5); not explained further"
+    ),
     ("tv_train_nostep", "blocked_non_blocking"): (
         "inside the truth's 95 % CI (3.7–8.5 ms): a transient pair (each block starts from an "
         "empty queue), whose truth varies with where in the block a step falls"
