@@ -13,6 +13,7 @@ from ccdiag.ledger.critical import critical_windows, exposure, window_classes
 from ccdiag.ledger.gpu import union_ns
 from ccdiag.ledger.removal import REMOVAL_CALLS, REMOVAL_GPU, Removal, call_rows
 from ccdiag.ledger.vocab import GPU_CATEGORIES, base_name, is_host_copy, num
+from ccdiag.units import duration
 
 
 def is_async_host_copy() -> pl.Expr:
@@ -517,3 +518,34 @@ def blocked_evidence(
         "published": "SGLang Qwen3-8B GPU utilization 74 -> 57 %",
     }  # fmt: skip
     return ev
+
+
+def small_copy_advice(n: float, sync: float, toll: float) -> list[tuple[str, float, str, str]]:
+    """CP01's advice on its small copies (``n`` a step; ``sync`` of them blocked the host in
+    the baseline too; ``toll`` the fitted extra toll a copy): per fix, its id, the copies it
+    saves, its text and how its recovery is predicted.
+
+    Copies that were synchronous already (an upload of a small tensor from pageable memory, a
+    read of a size or a flag: ``nonzero``, ``.item()``, ``.tolist()``) sit between kernels that
+    depend on them: packing them into one transfer, the advice for copies a loop issues
+    together, is not a change a user can make; the advice for them is to keep those values on
+    the GPU and read back once (HELD-OUT-28's detection post-processing: all 66 small copies a
+    step synchronous already). The other small copies keep the packing advice."""
+    if toll <= 0:
+        return []
+    out = []
+    how = "fitted extra toll per copy ({}) x copies saved ({:.0f} - 1)"
+    if sync >= 2:
+        which = f"All {n:.0f}" if sync >= n else f"{sync:.0f} of the {n:.0f}"
+        text = (
+            f"{which} small copies a step were synchronous already (small uploads from pageable "
+            "memory, reads of sizes or flags: nonzero, .item(), .tolist()); under CC each pays "
+            "the copy toll: keep such values on the GPU (constants built once on the device, "
+            "shapes that need no read) and read results back once a step."
+        )
+        out.append(("fewer_sync_copies", sync, text, how.format(duration(toll), sync)))
+    rest = n - sync if sync >= 2 else n
+    if rest > 1:
+        text = f"Pack the {rest:.0f} small copies per step into one transfer (one toll, not {rest:.0f})."
+        out.append(("batch_small_copies", rest, text, how.format(duration(toll), rest)))
+    return out

@@ -43,7 +43,9 @@ class SerializedCopies(Rule):
     (H100, ISPASS): a 67 MB pinned H2D takes 1.58 ms off, 25.6 ms on; pinned 64 B 2.1 → 21.9 µs.
 
     ## Fix
-    - Batch small copies into one (pack tensors; one H2D per step).
+    - Batch small copies into one (pack tensors; one H2D per step). Small copies that were
+      synchronous already (uploads of small tensors, reads of sizes or flags inside the step)
+      cannot be packed: keep those values on the GPU, read back once (``fewer_sync_copies``).
     - Keep weights and KV cache resident on the GPU; avoid offload on the hot path.
     - For bulk loads, a pool of CUDA contexts (one loader per context).
 
@@ -124,11 +126,13 @@ class SerializedCopies(Rule):
             f"{duration(ft['toll_ns'])}{bw}" + ("; copies no longer overlap" if serial else "")
         )
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"
+        small_b = (pl.col("bytes") < self.options.small_bytes) & pl.col("blocking")
         small = ct.filter(pl.col("bytes") < self.options.small_bytes)
         large = float(ct.filter(pl.col("bytes") >= 1 << 20)["latency_ns"].sum())
         removal = cp.with_gpu_padding(cp.serialization_removal(ctx.matched), ctx)
         facts = {
             "n_small": stats.per_step_median(small, pl.len()),
+            "n_small_sync": stats.per_step_median(cb.filter(small_b), pl.len()),
             "toll_ns": max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),
             "large_share": large / max(float(ct["latency_ns"].sum()), 1.0),
         }
@@ -137,14 +141,8 @@ class SerializedCopies(Rule):
     def recommend(self, ctx: RuleContext, f: Finding, ns: int, delta: int) -> list[Recommendation]:
         n, toll, large = f.facts["n_small"], f.facts["toll_ns"], f.facts["large_share"]
         out = []
-        if n > 1 and toll > 0:
-            text = (
-                f"Pack the {n:.0f} small copies per step into one transfer (one toll, not {n:.0f})."
-            )
-            how = f"fitted extra toll per copy ({duration(toll)}) x copies saved ({n:.0f} - 1)"
-            out.append(
-                recommendation("batch_small_copies", min(ns, (n - 1) * toll), delta, text, how)
-            )
+        for fix, k, text, how in cp.small_copy_advice(n, f.facts.get("n_small_sync", 0.0), toll):
+            out.append(recommendation(fix, min(ns, (k - 1) * toll), delta, text, how))
         if large > 0.2:
             text = "Keep weights and KV cache resident on the GPU; no offload on the hot path."
             how = "attributed ns x share of copy latency in copies >= 1 MiB"

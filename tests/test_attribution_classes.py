@@ -274,6 +274,26 @@ def test_class3_detection_readbacks_inside_the_forward_toll_and_copies(pair: str
     assert abs(r.unattributed_ns_per_step) <= 0.10 * total
 
 
+def _copy_fixes(r: Report) -> dict[str, str]:
+    cp01 = next(a for a in r.attribution if a.mechanism == "serialized_copies")
+    return {rec.fix: rec.text for rec in cp01.recommendations}
+
+
+def test_small_copies_that_were_synchronous_already_are_not_told_to_be_packed() -> None:
+    """HELD-OUT-28's detection loop: its 66 small copies a step (4-byte uploads of small tensors
+    from pageable memory, reads of sizes inside the post-processing) blocked the host without
+    CC too; each depends on the kernels before it, so "pack them into one transfer" was advice
+    no user could follow. CP01 now tells those apart (blocking in the baseline) and says to keep
+    such values on the GPU; copies issued asynchronously keep the packing advice (HF BERT
+    training: 2 of its 4 small copies a step synchronous, the other 2 pinned uploads)."""
+    fixes = _copy_fixes(_report("tv_detect_frcnn_copies"))
+    assert "batch_small_copies" not in fixes
+    assert fixes["fewer_sync_copies"].startswith("All 66 small copies a step were synchronous")
+    mixed = _copy_fixes(_report("hf_bert_train_copies"))
+    assert mixed["fewer_sync_copies"].startswith("2 of the 4 small copies")
+    assert mixed["batch_small_copies"].startswith("Pack the 2 small copies")
+
+
 @pytest.mark.xfail(
     strict=True,
     reason=(
