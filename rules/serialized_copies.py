@@ -126,13 +126,15 @@ class SerializedCopies(Rule):
             f"{duration(ft['toll_ns'])}{bw}" + ("; copies no longer overlap" if serial else "")
         )
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"
-        small_b = (pl.col("bytes") < self.options.small_bytes) & pl.col("blocking")
-        small = ct.filter(pl.col("bytes") < self.options.small_bytes)
+        is_small = pl.col("bytes") < self.options.small_bytes
+        small = ct.filter(is_small)
         large = float(ct.filter(pl.col("bytes") >= 1 << 20)["latency_ns"].sum())
         removal = cp.with_gpu_padding(cp.serialization_removal(ctx.matched), ctx)
         facts = {
             "n_small": stats.per_step_median(small, pl.len()),
-            "n_small_sync": stats.per_step_median(cb.filter(small_b), pl.len()),
+            "n_small_sync": stats.per_step_median(
+                cb.filter(is_small & pl.col("blocking")), pl.len()
+            ),
             "toll_ns": max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),
             "large_share": large / max(float(ct["latency_ns"].sum()), 1.0),
         }

@@ -537,17 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     ctl = ShimControl()
     ctl.set_mechanisms([])
     rank, world = _init_dist()
-    kw = dict(item.split("=", 1) for item in args.kw)
-    kw = {
-        k: (
-            float(v)
-            if v.replace(".", "", 1).isdigit() and "." in v
-            else int(v)
-            if v.isdigit()
-            else v
-        )
-        for k, v in kw.items()
-    }
+    kw = workloads.options(args.kw)
     global _NEIGHBOUR
     if "cpu" in mechs:  # pin before the workload starts its threads; every phase runs pinned
         _NEIGHBOUR = CpuNeighbour()

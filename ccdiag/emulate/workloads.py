@@ -896,6 +896,22 @@ class Serving:
             torch.cuda.synchronize()
 
 
+def options(items: list[str]) -> dict[str, Any]:
+    """Workload options from ``key=value`` strings (``--kw``): a decimal number becomes a float,
+    digits an int, anything else stays a string."""
+    kw = dict(item.split("=", 1) for item in items)
+    return {
+        k: (
+            float(v)
+            if v.replace(".", "", 1).isdigit() and "." in v
+            else int(v)
+            if v.isdigit()
+            else v
+        )
+        for k, v in kw.items()
+    }
+
+
 WORKLOADS = {
     "hf_generate": HFGenerate,
     "tv_train": TVTrain,

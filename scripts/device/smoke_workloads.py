@@ -11,8 +11,7 @@ from ccdiag.emulate import workloads
 
 
 def main() -> None:
-    name, kv = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
-    kw = {k: (float(v) if "." in v else int(v) if v.isdigit() else v) for k, v in kv.items()}
+    name, kw = sys.argv[1], workloads.options(sys.argv[2:])
     wl = workloads.WORKLOADS[name](**kw)
     t0 = time.perf_counter()
     wl.setup()
@@ -25,9 +24,13 @@ def main() -> None:
         wl.step(i)
         times.append(time.perf_counter() - t)
     torch.cuda.synchronize()
-    print(name, kw, f"setup+warmup {time.perf_counter() - t0:.1f} s, median step "
-          f"{statistics.median(times) * 1e3:.2f} ms, p90 {sorted(times)[17] * 1e3:.2f} ms",
-          getattr(wl, "found", ""))
+    print(
+        name,
+        kw,
+        f"setup+warmup {time.perf_counter() - t0:.1f} s, median step "
+        f"{statistics.median(times) * 1e3:.2f} ms, p90 {sorted(times)[17] * 1e3:.2f} ms",
+        getattr(wl, "found", ""),
+    )
 
 
 if __name__ == "__main__":
