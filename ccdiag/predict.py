@@ -44,7 +44,7 @@ from ccdiag.schema import Trace
 SCHEMA_VERSION = "1.1"
 
 #: Fixes whose effect on the CC-off run the model represents (see FixPrediction).
-FIXES_WITHOUT_CC = ("cuda_graphs", "drain_thread")
+FIXES_WITHOUT_CC = ("cuda_graphs", "drain_thread", "fewer_sync_copies")
 #: Mechanisms in the order they are reported.
 MECHANISMS = (
     "launch_toll",
@@ -110,7 +110,8 @@ class FixPrediction(_Model):
         description="what the same fix saves on the CC-off run (its replay without any CC cost): "
         "the part of recovery_ns_per_step that is not CC's. Given for the fixes whose effect "
         "without CC the model represents (cuda_graphs: the launch calls and the gaps between "
-        "them; drain_thread: the main thread's waits for readbacks); null for the others, which "
+        "them; drain_thread: the main thread's waits for readbacks; fewer_sync_copies: the "
+        "synchronous small copies and their waits); null for the others, which "
         "the model charges only through CC's costs",
     )
     alternative_to: list[str] = Field(
@@ -178,6 +179,9 @@ class _Ctx:
     early_syncs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     wake_ns: int = 0  # wake-up after a blocking wait, from the trace's syncs
     async_copies: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # the step's small host copies that were synchronous already split from the others (two
+    # or more a step, as CP01 splits its advice): fewer_sync_copies for them, packing the rest
+    sync_split: bool = False
 
     def zeros(self) -> np.ndarray:
         return np.zeros(self.n_rows, dtype=np.int64)
@@ -392,7 +396,7 @@ def _context(trace: Trace) -> _Ctx:
     # build has 4,500 a step, which were offered a drain thread as readbacks)
     gpu = gpu.with_columns((pl.col("hcopy") & (pl.col("cls") == "copy")).alias("hcopy"))
     ci_step = calls.select("rank", "ci", "step")
-    gpu = gpu.join(ci_step, on=["rank", "ci"], how="left")
+    gpu = _held_copies(calls, gpu.join(ci_step, on=["rank", "ci"], how="left"))
     # UVM migrations (not launched by a call): the kernel running when the migration starts pays
     # it; a migration outside every kernel (a CPU fault) delays the next host call instead
     uv = ev.with_row_index("_row").filter(
@@ -438,7 +442,49 @@ def _context(trace: Trace) -> _Ctx:
     ctx = _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue, n_orig=n_orig)
     ctx.early_syncs = _early_syncs(calls, gpu)
     ctx.wake_ns, ctx.async_copies = _wake_up(calls, gpu)
+    held = gpu.filter(pl.col("held") & pl.col("small") & pl.col("step").is_not_null())
+    per_step = held.group_by("rank", "step").len()["len"]
+    n_steps = max(trace.steps.height, 1)
+    ctx.sync_split = bool(per_step.sum() / n_steps >= 2) if per_step.len() else False
     return ctx
+
+
+def _held_copies(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Mark the host copies the host waited for without CC, and those the step then went on from.
+
+    ``held``: the copy call returned after its copy ended, or a synchronize came right after the
+    call (``.item()``, ``nonzero``, ``.tolist()``, an upload from pageable memory). ``consumed``:
+    a held readback (D2H) after which the step's thread launched more work: a size, a flag or
+    ``if tensor:`` read in the middle of the step (HF BERT's ``aten::is_nonzero``, generate()'s
+    stopping check, detection's post-processing: 26 of its 30 readbacks a step). The step's code
+    needs such a value to go on, so a drain thread cannot take it; a readback the host did not
+    wait for, or one after the step's last launch (the step's result: a token, a loss), it can.
+    ``small``: below :data:`BATCH_BYTES`."""
+    nxt = calls.select(
+        "rank",
+        "ci",
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("_c_end"),
+        (pl.col("cls").shift(-1).over("rank") == "sync").fill_null(False).alias("_then_sync"),
+    )
+    last = (
+        calls.filter((pl.col("cls") == "launch") & pl.col("step").is_not_null())
+        .group_by("rank", "step")
+        .agg(pl.col("ci").max().alias("_last_launch"))
+    )
+    held = pl.col("hcopy") & (
+        (pl.col("_c_end") >= pl.col("start_ns") + pl.col("dur_ns")) | pl.col("_then_sync")
+    )
+    after = pl.col("ci") < pl.col("_last_launch").fill_null(-1)
+    return (
+        gpu.join(nxt, on=["rank", "ci"], how="left")
+        .join(last, on=["rank", "step"], how="left")
+        .with_columns(
+            held.fill_null(False).alias("held"),
+            (held & pl.col("d2h") & after).fill_null(False).alias("consumed"),
+            (pl.col("bytes").fill_null(0) < BATCH_BYTES).alias("small"),
+        )
+        .drop("_c_end", "_then_sync", "_last_launch")
+    )
 
 
 def _wake_up(calls: pl.DataFrame, gpu: pl.DataFrame) -> tuple[int, np.ndarray]:
@@ -500,6 +546,27 @@ def _ring_steps(name: pl.Expr, n: int) -> pl.Expr:
     )
 
 
+def _sync_copies_gone(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """``fewer_sync_copies``: the values stay on the GPU. Of each step's small copies the host
+    waited for, one (its last) is left; the others go (their GPU rows and calls: the first
+    array) and so does the synchronize right after each of them (the second: call rows)."""
+    c = ctx.calls
+    held = ctx.gpu.filter(
+        pl.col("hcopy") & (pl.col("cls") == "copy") & pl.col("small") & pl.col("held")
+    ).filter(pl.col("step").is_not_null())
+    held = held.filter(
+        pl.int_range(pl.len()).over("rank", "step") < pl.len().over("rank", "step") - 1
+    )
+    calls = held.join(c.select("rank", "ci", pl.col("_row").alias("crow")), on=["rank", "ci"])
+    rows = c["_row"].to_numpy()
+    order = np.argsort(rows, kind="stable")
+    pos = order[np.searchsorted(rows[order], calls["crow"].to_numpy())]
+    nxt = np.minimum(pos + 1, max(c.height - 1, 0))
+    rk, cls = c["rank"].to_numpy(), c["cls"].to_numpy()
+    nxt = nxt[(nxt > pos) & (rk[nxt] == rk[pos]) & (cls[nxt] == "sync")]
+    return held["_row"].to_numpy(), np.concatenate([calls["crow"].to_numpy(), rows[nxt]])
+
+
 def _copy_costs(
     ctx: _Ctx,
     k: dict[str, float],
@@ -540,7 +607,7 @@ def _copy_costs(
         # one copy per step and direction carries the bytes of all the small ones: the others
         # (their calls, their GPU copies) are gone, the one left pays one toll for all the bytes
         small = hc.with_columns(pl.lit(np.arange(hc.height)).alias("_i")).filter(
-            (pl.col("bytes").fill_null(0) < BATCH_BYTES) & pl.col("step").is_not_null()
+            pl.col("small") & pl.col("step").is_not_null() & ~(pl.col("held") & ctx.sync_split)
         )
         for _, grp in small.group_by(["rank", "step", "h2d"]):
             if grp.height < 2:
@@ -550,6 +617,8 @@ def _copy_costs(
             gone[drop] = True
             target[keep] = k["copy_toll_ns"] + by[idx].sum() / k["copy_bandwidth_gbps"]
             gd[keep] = gd[idx].sum()  # the batched copy moves all the bytes at the native speed too
+    elif fix == "fewer_sync_copies":
+        gone = np.isin(grow, _sync_copies_gone(ctx)[0])
     gpu_x[grow[gone]] = -(10**15)
     has_call = gone & (crow >= 0)
     call[crow[has_call]] = -(10**15)
@@ -623,7 +692,7 @@ def _costs(
         call[ctx.async_copies] += int(wake)
     if fix == "drain_thread":
         # readbacks (D2H) and the synchronize right after them move to a worker thread
-        d2h = g.filter(pl.col("hcopy") & pl.col("d2h"))
+        d2h = g.filter(pl.col("hcopy") & pl.col("d2h") & ~pl.col("consumed"))
         if d2h.height:
             ci = d2h["ci"].to_numpy()
             is_d2h_call = np.zeros(c.height, dtype=bool)
@@ -636,6 +705,11 @@ def _costs(
             call[rows[sel]] = np.minimum(call[rows[sel]], 0) - np.maximum(
                 dur[sel] - ctx.enqueue_ns, 0
             )
+    if fix == "fewer_sync_copies":
+        gone_gpu, gone_calls = _sync_copies_gone(ctx)
+        gpu_x[gone_gpu] = -(10**15)
+        call[gone_calls] = -(10**15)
+        free[gone_calls] = True
     if "sync_stall" in on:
         inj["sync_toll_ns"] = int(k["sync_toll_ns"])
     if "encrypted_collectives" in on:
@@ -817,6 +891,10 @@ _FIX_TEXT = {
     "fewer_graph_splits": "one graph launch per step instead of several",
     "drain_thread": "move readbacks (D2H copies and the synchronize after them) to a worker thread",
     "batch_small_copies": "pack the host copies (< 16 MiB) of each step into one per direction",
+    "fewer_sync_copies": (
+        "keep the small values the step waits for (sizes, flags, constants) on the GPU: one "
+        "synchronous copy a step, not one per value"
+    ),
     "resident_weights": "keep bulk data (weights, KV blocks) resident on the GPU: no bulk copies",
     "context_pool": "load bulk H2D data through a pool of CUDA contexts (0.65x of CC-off bandwidth)",
     "bigger_buckets": "bigger collective buckets: one collective's latency per step",
@@ -1195,9 +1273,11 @@ def _fixes(ctx: _Ctx, rp: _Replayer, steady: frozenset[str], plat: Platform) -> 
         cands.append("cuda_graphs")
     if "launch_toll" in steady and cnt["launch.graph"] >= 2:
         cands.append("fewer_graph_splits")
-    if hc.filter(pl.col("d2h")).height:
+    if hc.filter(pl.col("d2h") & ~pl.col("consumed")).height:
         cands.append("drain_thread")
-    small = hc.filter(pl.col("bytes").fill_null(0) < BATCH_BYTES)
+    if ctx.sync_split:
+        cands.append("fewer_sync_copies")
+    small = hc.filter(pl.col("small") & ~(pl.col("held") & ctx.sync_split))
     if small.height and small.group_by(["rank", "step", "h2d"]).len()["len"].max() >= 2:  # type: ignore[operator]
         cands.append("batch_small_copies")
     bulk = hc.filter(pl.col("bytes").fill_null(0) >= BULK_BYTES)

@@ -420,3 +420,27 @@ def test_a_drain_thread_that_helps_without_cc_is_not_read_as_a_cc_fix() -> None:
     drain = next(f for f in p.fixes if f.fix == "drain_thread")
     assert drain.recovery_ns_per_step > 0.2 * p.baseline_step_ns
     assert drain.recovery_without_cc_ns_per_step >= 0.9 * drain.recovery_ns_per_step
+
+
+def test_readbacks_the_step_waits_for_get_fewer_sync_copies_not_a_drain_thread() -> None:
+    """Regression (HELD-OUT-28's detection loop, opened; third-party torchvision code): 26 of its
+    30 readbacks a step are sizes and flags its post-processing reads with ``.item()`` /
+    ``nonzero`` and then goes on launching; a drain thread cannot take a value the step needs to
+    go on, yet predict offered one for all 30 (4.1 ms). Like CP01, the 66 small copies a step that
+    were synchronous already get ``fewer_sync_copies``, not the packing advice; the drain thread
+    is left the 4 readbacks after the step's last launch (its results)."""
+    p = api.predict(trace("validation/tv_detect_frcnn_copies/baseline.json.gz"), "h100")
+    fixes = {f.fix: f for f in p.fixes}
+    assert "batch_small_copies" not in fixes
+    fewer, drain = fixes["fewer_sync_copies"], fixes["drain_thread"]
+    assert drain.recovery_ns_per_step < 0.1 * fewer.recovery_ns_per_step
+    # its waits cost without CC too: the model says which part is CC's
+    without = fewer.recovery_without_cc_ns_per_step
+    assert without is not None and 0 < without < fewer.recovery_ns_per_step
+    # HF BERT fine-tuning: its one readback a step is an ``if tensor:`` (aten::is_nonzero) in the
+    # middle of the step: no drain thread, and one synchronous copy a step is nothing to cut
+    bert = api.predict(trace("validation/hf_bert_train_copies/baseline.json.gz"), "h100")
+    assert not {"drain_thread", "fewer_sync_copies"} & {f.fix for f in bert.fixes}
+    # the serving loop's token readback (after its last launch, not waited for) keeps its drain
+    serve = api.predict(trace("validation/serve_graph_async/baseline.json.gz"), "h100")
+    assert "drain_thread" in {f.fix for f in serve.fixes}
