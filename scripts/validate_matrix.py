@@ -100,6 +100,7 @@ SPLITS = (
     "HELD-OUT-27",
     "HELD-OUT-28",
     "HELD-OUT-29",
+    "HELD-OUT-30",
 )
 
 

@@ -310,6 +310,7 @@ DEVICE_FIXES = {
     "kv_offload_batched": "batch_small_copies",
     "kv_offload_resident": "resident_weights",
     "serve_graph_drain": "drain_thread",
+    "flag_reads_gpu": "fewer_sync_copies",
 }
 DEVICE_DOC = ROOT / "docs" / "validation_predict_device.md"
 

@@ -261,6 +261,14 @@ PAIRS: dict[str, tuple[str, str, str]] = {
         "HELD-OUT-29",
     ),
     "tv_train_amp_densenet_both": ("tv_train_amp_densenet", "treatment", "HELD-OUT-29"),
+    # HELD-OUT-30, declared 2026-12-06 before its capture: scripts/device/run_v32_heldout30.sh
+    # (every round's timed steps shipped)
+    "flag_reads_launch": ("flag_reads", "only_launch", "HELD-OUT-30"),
+    "flag_reads_copies": ("flag_reads", "on_copy_pad+copy_sync", "HELD-OUT-30"),
+    "flag_reads_both": ("flag_reads", "treatment", "HELD-OUT-30"),
+    "flag_reads_after_launch": ("flag_reads_after", "only_launch", "HELD-OUT-30"),
+    "flag_reads_after_copies": ("flag_reads_after", "on_copy_pad+copy_sync", "HELD-OUT-30"),
+    "flag_reads_after_both": ("flag_reads_after", "treatment", "HELD-OUT-30"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -767,6 +775,17 @@ TIMING = {
         "hf_bert_train_both/baseline.json.gz",
         None,
     ),
+    # declared with HELD-OUT-30 (its loop; the CC-off trace is that set's profiled baseline)
+    "flag_reads": (
+        "flags read back mid-step (12 `if tensor:` reads a step; HELD-OUT-30's loop)",
+        "flag_reads_both/baseline.json.gz",
+        None,
+    ),
+    "flag_reads_gpu": (
+        "flags kept on the GPU, one readback a step (fix: fewer synchronous copies)",
+        None,
+        "flag_reads",
+    ),
 }
 
 
@@ -783,11 +802,15 @@ def _block_means(t: dict[str, Any], phase: str, block: int) -> list[int]:
 
 
 def measured(raws: list[Path], out: Path) -> None:
-    rows = {}
+    """``measured_stepTimes.json`` from the timing runs found in ``raws``; the rows of runs not
+    found there (captured in earlier sessions) are kept as the file has them."""
+    path = out / "measured_stepTimes.json"
+    rows = json.loads(path.read_text())["runs"] if path.exists() else {}
     for wid, (label, trace, fix_of) in TIMING.items():
         t = _timing(raws, f"it_{wid}_settled") or _timing(raws, f"it_{wid}")
         if t is None:
-            print(f"missing timing it_{wid}")
+            if wid not in rows:
+                print(f"missing timing it_{wid}")
             continue
         row: dict[str, Any] = {
             "label": label,
@@ -922,6 +945,12 @@ def main() -> int:
         "ccdiag.replay changes, since their treatment and truth are that model's output",
     )
     p.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="only measured_stepTimes.json, from the timing runs found in --raw (rows of runs "
+        "not found there are kept)",
+    )
+    p.add_argument(
         "--pairs-only",
         action="store_true",
         help="only the emulated and nsys pairs found in --raw (no synthetic pairs, repeated runs "
@@ -934,6 +963,9 @@ def main() -> int:
         return 0
     if not a.raw:
         p.error("--raw is required (unless --synthetic-only)")
+    if a.timing_only:
+        measured(a.raw, a.out)
+        return 0
     made = emulated_pairs(a.raw, a.out)
     made += [ns for name in NSYS_PAIRS if (ns := nsys_pair(a.raw, a.out, name))]
     if a.pairs_only:

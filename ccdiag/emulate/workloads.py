@@ -13,6 +13,8 @@ own script.
 - ``async_readback`` an async-scheduling step: launch the forward, read back the logits'
                     argmax with ``non_blocking=True``, do the next step's CPU scheduling work
                     while the GPU runs, then sync — the overlap that CC revokes.
+- ``flag_reads``    flags read back in the middle of a step (``if tensor:``) every few layers;
+                    ``on_gpu=1`` keeps them on the GPU (``torch.where``): one readback a step.
 - ``ddp``           data-parallel training (NCCL all-reduce of gradient buckets, configurable
                     ``bucket_cap_mb``), with the input batch copied host->device each step.
 - ``tp_decode``     tensor-parallel decode over all ranks (all-reduce after the attention and MLP
@@ -211,6 +213,54 @@ class AsyncReadback:
         while time.perf_counter_ns() < t_end:
             pass
         torch.cuda.current_stream().synchronize()
+
+
+# ------------------------------------------------------------------------------------ flag reads
+class FlagReads:
+    """A step that reads flags back in its middle and branches on them, as a dynamic loss
+    scaler's found-inf check, an early-exit test or MoE routing counts do: every ``every``
+    layers, ``if (h.abs().amax() > limit):`` (``aten::is_nonzero``: a device-to-host copy and a
+    stream sync) halves the activations; the step's result is read back once at its end.
+
+    ``on_gpu=1`` is the fix CP01 and ``ccdiag predict`` call ``fewer_sync_copies``: the flags
+    stay on the GPU (``torch.where``) and the step's one readback is its result.
+    """
+
+    def __init__(
+        self,
+        layers: int = 24,
+        every: int = 2,
+        n: int = 2048,
+        rows: int = 512,
+        limit: float = 0.5,
+        on_gpu: int = 0,
+        **_: Any,
+    ) -> None:
+        self.layers, self.every, self.n, self.rows = layers, every, n, rows
+        self.limit, self.on_gpu = limit, bool(on_gpu)
+
+    def setup(self) -> None:
+        g = torch.Generator(device="cpu").manual_seed(0)
+        self.w = [
+            (torch.randn(self.n, self.n, generator=g) / self.n**0.5).to(dev, torch.bfloat16)
+            for _ in range(self.layers)
+        ]
+        self.x = torch.randn(self.rows, self.n, generator=g).to(dev, torch.bfloat16)
+        self.result = 0.0
+
+    @torch.no_grad()
+    def step(self, i: int) -> None:
+        h = self.x
+        for j, w in enumerate(self.w):
+            h = torch.tanh(h @ w)
+            if j % self.every != self.every - 1:
+                continue
+            big = h.abs().amax() > self.limit
+            if self.on_gpu:
+                h = torch.where(big, h * 0.5, h)
+            elif big:  # a flag read back in the middle of the step
+                h = h * 0.5
+        self.result = float(h.float().mean())  # the step's result, read back once
 
 
 # ------------------------------------------------------------------------------------------- ddp
@@ -922,6 +972,7 @@ WORKLOADS = {
     "decode": Decode,
     "kv_offload": KVOffload,
     "async_readback": AsyncReadback,
+    "flag_reads": FlagReads,
     "ddp": DDPTrain,
     "tp_decode": TPDecode,
 }

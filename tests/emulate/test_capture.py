@@ -123,3 +123,18 @@ def test_emulate_rejects_unknown_mechanisms(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("ccdiag: error: unknown mechanism 'warp_drive'")
+
+
+def test_flag_reads_fix_keeps_the_flags_on_the_gpu_and_the_result_unchanged() -> None:
+    """``flag_reads`` and its fix (``on_gpu=1``, the flags kept on the device with torch.where):
+    the same result, so the fix measured on the device changes where the flags are read, not
+    what the step computes."""
+    from ccdiag.emulate.workloads import WORKLOADS
+
+    out = []
+    for on_gpu in (0, 1):
+        wl = WORKLOADS["flag_reads"](layers=6, every=2, n=64, rows=16, on_gpu=on_gpu)
+        wl.setup()
+        wl.step(0)
+        out.append(wl.result)
+    assert out[0] == out[1] and out[0] != 0.0
