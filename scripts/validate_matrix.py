@@ -488,7 +488,10 @@ def main() -> None:
                 "H100 and judged once (its mixed-precision training job ran out of its budget "
                 "and was dropped); HELD-OUT-29 (that job again: DenseNet-121 with autocast and a "
                 "GradScaler, the toll after the call and the copy pad on the GPU, every subset), "
-                "declared before its capture and judged once with the same engine. "
+                "declared before its capture and judged once with the same engine; HELD-OUT-30 "
+                "(ccdiag's FlagReads loop, 12 flags read back mid-step and branched on, every "
+                "subset in two placements: before / host and after / GPU), declared after "
+                "predict's fewer_sync_copies fix, captured on an H100 and judged once. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
