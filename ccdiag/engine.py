@@ -654,7 +654,10 @@ def diagnose_pair(
     atts: list[Attribution] = []
     for rule, f in fired:
         ns = means[f.mechanism]
-        fixes = rule.recommend(ctx, f, ns, total)
+        # a mechanism that adds nothing to the step gets no fix (BN01's drain thread on a pair
+        # whose readbacks blocked already without CC: HELD-OUT-30's flag reads); a fix that a
+        # costly mechanism's model says recovers nothing stays: that is advice too (DDP buckets)
+        fixes = rule.recommend(ctx, f, ns, total) if ns > 0 else []
         by_replay = rp is not None and f.mechanism in rp.phi
         alone = int(round(rp.alone[f.mechanism][keep].mean())) if by_replay else None  # type: ignore[union-attr]
         scaled = int(round((alone or 0) * overshoot[0]))  # parts add up to ns_per_step
