@@ -442,11 +442,14 @@ def _context(trace: Trace) -> _Ctx:
     ctx = _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue, n_orig=n_orig)
     ctx.early_syncs = _early_syncs(calls, gpu)
     ctx.wake_ns, ctx.async_copies = _wake_up(calls, gpu)
-    held = gpu.filter(pl.col("held") & pl.col("small") & pl.col("step").is_not_null())
-    per_step = held.group_by("rank", "step").len()["len"]
+    per_step = gpu.filter(_HELD_SMALL).group_by("rank", "step").len()["len"]
     n_steps = max(trace.steps.height, 1)
     ctx.sync_split = bool(per_step.sum() / n_steps >= 2) if per_step.len() else False
     return ctx
+
+
+#: A step's small host copy that the host waited for without CC (see :func:`_held_copies`).
+_HELD_SMALL = pl.col("held") & pl.col("small") & pl.col("step").is_not_null()
 
 
 def _held_copies(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
@@ -459,12 +462,16 @@ def _held_copies(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     stopping check, detection's post-processing: 26 of its 30 readbacks a step). The step's code
     needs such a value to go on, so a drain thread cannot take it; a readback the host did not
     wait for, or one after the step's last launch (the step's result: a token, a loss), it can.
-    ``small``: below :data:`BATCH_BYTES`."""
+    ``small``: below :data:`BATCH_BYTES`. ``call_row`` / ``sync_row``: the rows of the copy's
+    call and of the synchronize right after it (null when the next call is not one)."""
     nxt = calls.select(
         "rank",
         "ci",
         (pl.col("start_ns") + pl.col("dur_ns")).alias("_c_end"),
-        (pl.col("cls").shift(-1).over("rank") == "sync").fill_null(False).alias("_then_sync"),
+        pl.col("_row").alias("call_row"),
+        pl.when(pl.col("cls").shift(-1).over("rank") == "sync")
+        .then(pl.col("_row").shift(-1).over("rank"))
+        .alias("sync_row"),
     )
     last = (
         calls.filter((pl.col("cls") == "launch") & pl.col("step").is_not_null())
@@ -472,7 +479,8 @@ def _held_copies(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("ci").max().alias("_last_launch"))
     )
     held = pl.col("hcopy") & (
-        (pl.col("_c_end") >= pl.col("start_ns") + pl.col("dur_ns")) | pl.col("_then_sync")
+        (pl.col("_c_end") >= pl.col("start_ns") + pl.col("dur_ns"))
+        | pl.col("sync_row").is_not_null()
     )
     after = pl.col("ci") < pl.col("_last_launch").fill_null(-1)
     return (
@@ -483,7 +491,7 @@ def _held_copies(calls: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
             (held & pl.col("d2h") & after).fill_null(False).alias("consumed"),
             (pl.col("bytes").fill_null(0) < BATCH_BYTES).alias("small"),
         )
-        .drop("_c_end", "_then_sync", "_last_launch")
+        .drop("_c_end", "_last_launch")
     )
 
 
@@ -548,23 +556,13 @@ def _ring_steps(name: pl.Expr, n: int) -> pl.Expr:
 
 def _sync_copies_gone(ctx: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     """``fewer_sync_copies``: the values stay on the GPU. Of each step's small copies the host
-    waited for, one (its last) is left; the others go (their GPU rows and calls: the first
-    array) and so does the synchronize right after each of them (the second: call rows)."""
-    c = ctx.calls
-    held = ctx.gpu.filter(
-        pl.col("hcopy") & (pl.col("cls") == "copy") & pl.col("small") & pl.col("held")
-    ).filter(pl.col("step").is_not_null())
-    held = held.filter(
+    waited for, one (its last) is left; the others go (their GPU rows: the first array) with
+    their calls and the synchronize right after each (the second: call rows)."""
+    held = ctx.gpu.filter(_HELD_SMALL).filter(
         pl.int_range(pl.len()).over("rank", "step") < pl.len().over("rank", "step") - 1
     )
-    calls = held.join(c.select("rank", "ci", pl.col("_row").alias("crow")), on=["rank", "ci"])
-    rows = c["_row"].to_numpy()
-    order = np.argsort(rows, kind="stable")
-    pos = order[np.searchsorted(rows[order], calls["crow"].to_numpy())]
-    nxt = np.minimum(pos + 1, max(c.height - 1, 0))
-    rk, cls = c["rank"].to_numpy(), c["cls"].to_numpy()
-    nxt = nxt[(nxt > pos) & (rk[nxt] == rk[pos]) & (cls[nxt] == "sync")]
-    return held["_row"].to_numpy(), np.concatenate([calls["crow"].to_numpy(), rows[nxt]])
+    calls = pl.concat([held["call_row"], held["sync_row"]]).drop_nulls()
+    return held["_row"].to_numpy(), calls.to_numpy()
 
 
 def _copy_costs(
