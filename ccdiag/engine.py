@@ -36,6 +36,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ccdiag import parallel
 from ccdiag.ledger import vocab as vc
 from ccdiag.pairing import Pair, spread
 from ccdiag.rules import REGISTRY
@@ -611,6 +612,7 @@ def diagnose_pair(
     from ccdiag import __version__
 
     ctx = RuleContext.of(pair)
+    ctx.warm()
     opts = rule_options or {}
     instances = [r(**opts.get(r.code, {})) for r in (rules or REGISTRY)]
     outcomes: list[tuple[Rule, Outcome]] = [(r, r.run(ctx)) for r in instances]
@@ -652,6 +654,8 @@ def diagnose_pair(
     unattr = total - sum(means.values())
     per_mech[UNATTRIBUTED] = delta - sum((v for k, v in per_mech.items() if k != UNATTRIBUTED), 0)
     atts: list[Attribution] = []
+    # each mechanism's per-step spread (a bootstrap each), side by side
+    spreads = dict(zip(mechs, parallel.run_all([lambda m=m: spread(per_mech[m]) for m in mechs])))
     for rule, f in fired:
         ns = means[f.mechanism]
         # a mechanism that adds nothing to the step gets no fix (BN01's drain thread on a pair
@@ -676,7 +680,7 @@ def diagnose_pair(
                 summary=f.summary,
                 evidence=f.evidence,
                 recommendations=fixes,
-                spread=spread(per_mech[f.mechanism]),
+                spread=spreads[f.mechanism],
                 parts=built,
                 method="replay_shapley" if by_replay else "ledger",
                 paid_ns_per_step=paid.get(f.mechanism),

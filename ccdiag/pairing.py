@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ccdiag import parallel
 from ccdiag.errors import PairMismatchError
 from ccdiag.ledger import gpu as gp
 from ccdiag.ledger import host as hc
@@ -317,6 +318,7 @@ def _check_time_units(b: Trace, t: Trace) -> None:
     """
     ratios = []
     evs = (b.events, t.events)
+    parallel.both(lambda: vc.event_names(evs[0]), lambda: vc.event_names(evs[1]))  # made once
     for kinds in (["kernel", "collective"], ["runtime", "driver"], ["cpu_op"]):
         keep = [e.select(pl.col("kind").is_in(kinds)).to_series() for e in evs]
         names = vc.joint_codes(*(vc.event_names(e).keep(k) for e, k in zip(evs, keep)))
@@ -371,8 +373,16 @@ def spread(x: np.ndarray, ci: tuple[int, int] | None = None) -> Spread:
 
 def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
     bn, tn, dn = (aligned[c].to_numpy().astype(np.int64) for c in ("b_ns", "t_ns", "delta_ns"))
-    if dn.size >= 3:
-        ci = stats.bootstrap_median_ci(dn)
+    # the three bootstraps side by side (ccdiag.parallel)
+    ci_d, spread_b, spread_t = parallel.run_all(
+        [
+            lambda: stats.bootstrap_median_ci(dn) if dn.size >= 3 else None,
+            lambda: spread(bn),
+            lambda: spread(tn),
+        ]
+    )
+    if ci_d is not None:
+        ci = ci_d
         method = f"bootstrap of the median over {dn.size} paired steps (2000 resamples)"
     else:
         med = int(np.median(dn)) if dn.size else 0
@@ -389,8 +399,8 @@ def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
         treatment=med_t,
         delta=int(np.median(dn)) if dn.size else 0,
         ratio=round(med_t / med_b, 4) if med_b else 0.0,
-        baseline_spread=spread(bn),
-        treatment_spread=spread(tn),
+        baseline_spread=spread_b,
+        treatment_spread=spread_t,
         delta_ci95=ci,
         significant=bool(ci[0] > 0 or ci[1] < 0),
         delta_spread=spread(dn, ci),
@@ -515,10 +525,19 @@ def pair_traces(baseline: Trace, treatment: Trace, options: PairOptions | None =
     host_only = not t_gpu
     kinds = set(treatment.events["kind"].unique().cast(pl.String).to_list())
     op_mode = host_only and not kinds & {"runtime", "driver"}
-    roles = [hc.thread_roles(s.events, host_only=op_mode) for s in (baseline, treatment)]
+    # each run's threads, sides and checks: the baseline's beside the treatment's
+    # (ccdiag.parallel; an error is the baseline's first, as one after the other)
+    roles = list(
+        parallel.both(
+            lambda: hc.thread_roles(baseline.events, host_only=op_mode),
+            lambda: hc.thread_roles(treatment.events, host_only=op_mode),
+        )
+    )
     beside, beside_notes = _beside(roles)
-    b, whole_b = _side(baseline, host_only, op_mode, beside, roles[0])
-    t, whole_t = _side(treatment, host_only, op_mode, beside, roles[1])
+    (b, whole_b), (t, whole_t) = parallel.both(
+        lambda: _side(baseline, host_only, op_mode, beside, roles[0]),
+        lambda: _side(treatment, host_only, op_mode, beside, roles[1]),
+    )
     aligned, notes = _align(b.windows, t.windows, opts)
     notes += beside_notes
     if aligned.height == 0:

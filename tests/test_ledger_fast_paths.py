@@ -196,3 +196,39 @@ def test_a_removal_counts_a_wait_and_the_gpu_row_it_waited_for_once() -> None:
     assert r.paid_ns() == 120.0
     both = r.plus(Removal(gpu=pl.DataFrame({"ev_row": [8], "dur_ns": [5]}, schema=REMOVAL_GPU)))
     assert both.twice_ns == 118.0 and both.paid_ns() == 125.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 3 * align.BRACKET_MIN),
+    kind=st.sampled_from(["normal", "few", "sorted", "reversed", "heavy", "zeros"]),
+    seed=st.integers(0, 2**31),
+)
+def test_bracketed_median_is_numpy_median(n: int, kind: str, seed: int) -> None:
+    # arrange: long arrays take the bracket (a sorted sample of every n/4096-th value), short
+    # ones a whole partition; ties, sorted runs, heavy tails and signed zeros
+    rng = np.random.default_rng(seed)
+    x = {
+        "normal": lambda: rng.normal(size=n),
+        "few": lambda: rng.integers(-3, 3, n).astype(float),
+        "sorted": lambda: np.sort(rng.normal(size=n)),
+        "reversed": lambda: np.sort(rng.normal(size=n))[::-1].copy(),
+        "heavy": lambda: rng.standard_cauchy(n) * 1e6,
+        "zeros": lambda: np.where(rng.random(n) < 0.5, 0.0, -0.0),
+    }[kind]()
+    # act
+    got, got_inplace = align._median(x), align._median(x.copy(), inplace=True)
+    # assert: the same float, bit for bit, and x untouched
+    want = np.float64(np.median(x)).tobytes()
+    assert np.float64(got).tobytes() == want
+    assert np.float64(got_inplace).tobytes() == want
+
+
+def test_bracket_that_misses_the_middle_falls_back() -> None:
+    # arrange: every sampled value (every n/4096-th) is 0 but the rest are 1s: the sample's
+    # bracket [0, 0] holds none of the middle values
+    n = 2 * align.BRACKET_MIN
+    x = np.ones(n)
+    x[:: n // align.BRACKET_SAMPLE] = 0.0
+    # act / assert
+    assert align._median(x) == np.median(x) == 1.0

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from ccdiag import parallel
 from ccdiag.ledger import align
 from ccdiag.ledger.control import gap_shape, host_slowdown, toll_fit
 from ccdiag.ledger.critical import critical_windows, exposure
@@ -57,6 +58,34 @@ class PairContext:
         # same for every window set of that run
         self.gpu_runs: dict[str, dict[tuple[str, ...], pl.DataFrame]] = {"b": {}, "t": {}}
 
+    def warm(self) -> None:
+        """Compute the frames every GPU pair's rules read, the baseline's beside the
+        treatment's and independent frames side by side (:mod:`ccdiag.parallel`), in stages
+        whose members only read frames of earlier stages: the same frames the rules would
+        compute one after the other, sooner. A frame that fails here is left uncomputed: the
+        rule that reads it computes it again and fails as it would have."""
+        if self.host_only or self.op_mode or parallel.workers() == 1:
+            return
+
+        def get(*names: str) -> Callable[[], None]:
+            def run() -> None:
+                for n in names:
+                    try:
+                        getattr(self, n)
+                    except Exception:  # noqa: BLE001 - raised again where a rule reads it
+                        return
+
+            return run
+
+        parallel.run_all([get("calls_b"), get("calls_t")])
+        get("kernel_ids", "_kinds")()
+        parallel.run_all(
+            [get("seq_b", "crit_b", "intervals_b"), get("seq_t", "crit_t", "intervals_t")]
+        )
+        parallel.run_all([get("matched"), get("ledger")])
+        get("gap_fit")()  # from this thread: its own fits run side by side
+        parallel.run_all([get("gap_shape"), get("busy", "slowdown")])
+
     @cached_property
     def _launching_ops(self) -> pl.Series:
         b = self.pair.baseline
@@ -101,11 +130,10 @@ class PairContext:
             led = step_ledger(calls, s.gpu, s.windows, win, self.op_mode, iv)
             return self.aligned_steps(led, p).rename({c: f"{p}_{c}" for c in cols})
 
-        j = (
-            side(self.pair.baseline, "b")
-            .join(side(self.pair.treatment, "t"), on=["rank", "idx"])
-            .fill_null(0)
+        sb, st = parallel.both(
+            lambda: side(self.pair.baseline, "b"), lambda: side(self.pair.treatment, "t")
         )
+        j = sb.join(st, on=["rank", "idx"]).fill_null(0)
         return j.with_columns((pl.col(f"t_{c}") - pl.col(f"b_{c}")).alias(f"d_{c}") for c in cols)
 
     @cached_property
@@ -159,7 +187,8 @@ class PairContext:
             w = t.pivot("cat", index=["rank", "step"], values="ns", aggregate_function="sum")
             return w.with_columns(pl.lit(0.0).alias(c) for c in cats if c not in w.columns)
 
-        d = aligned_delta(self.pair.aligned, wide("b"), wide("t"), list(cats))
+        wb, wt = parallel.both(lambda: wide("b"), lambda: wide("t"))
+        d = aligned_delta(self.pair.aligned, wb, wt, list(cats))
         return d.select("rank", "idx", *[pl.col(f"d_{c}").cast(pl.Float64) for c in cats])
 
     @cached_property
@@ -174,7 +203,10 @@ class PairContext:
             w = w.rename({c: f"{p}_{c}" for c in classes if c in w.columns})
             return self.aligned_steps(w, p)
 
-        j = wide(self.pair.baseline, "b").join(wide(self.pair.treatment, "t"), on=["rank", "idx"])
+        wb, wt = parallel.both(
+            lambda: wide(self.pair.baseline, "b"), lambda: wide(self.pair.treatment, "t")
+        )
+        j = wb.join(wt, on=["rank", "idx"])
         cols = [
             pl.col(f"{p}_{c}").fill_null(0)
             if f"{p}_{c}" in j.columns

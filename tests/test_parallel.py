@@ -1,0 +1,63 @@
+"""``ccdiag.parallel``: pieces run side by side give what the loop gives, raise what it raises,
+and run inline when nested or when one core is asked for."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ccdiag import parallel
+
+
+def test_results_in_order_and_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    # arrange: two pieces that can only finish if both run at once
+    monkeypatch.delenv("CCDIAG_THREADS", raising=False)
+    if parallel.workers() == 1:
+        pytest.skip("polars runs on one thread here")
+    gate = threading.Barrier(2, timeout=10)
+
+    def piece(v: int) -> int:
+        gate.wait()
+        return v
+
+    # act
+    got = parallel.run_all([lambda: piece(1), lambda: piece(2)])
+    # assert
+    assert got == [1, 2]
+
+
+def test_first_failure_in_order_is_raised() -> None:
+    # arrange
+    def bad(msg: str) -> int:
+        raise ValueError(msg)
+
+    # act / assert: the first failing piece's exception, as the loop raises it
+    with pytest.raises(ValueError, match="first"):
+        parallel.run_all([lambda: 1, lambda: bad("first"), lambda: bad("second")])
+
+
+def test_nested_pieces_run_inline() -> None:
+    # arrange: a piece that runs pieces of its own (both workers busy with the outer ones)
+    def outer(v: int) -> list[int]:
+        return parallel.run_all([lambda: v, lambda: v + 1])
+
+    # act
+    got = parallel.run_all([lambda: outer(0), lambda: outer(10)])
+    # assert
+    assert got == [[0, 1], [10, 11]]
+
+
+def test_one_thread_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # arrange
+    monkeypatch.setenv("CCDIAG_THREADS", "1")
+    seen: list[str] = []
+
+    def piece() -> None:
+        seen.append(threading.current_thread().name)
+
+    # act
+    parallel.run_all([piece, piece])
+    # assert: both on the caller's thread
+    assert parallel.workers() == 1
+    assert seen == [threading.current_thread().name] * 2
