@@ -615,7 +615,9 @@ def diagnose_pair(
     ctx.warm()
     opts = rule_options or {}
     instances = [r(**opts.get(r.code, {})) for r in (rules or REGISTRY)]
-    outcomes: list[tuple[Rule, Outcome]] = [(r, r.run(ctx)) for r in instances]
+    # the rules are independent of each other (they read the shared context): side by side
+    runs = parallel.run_all([lambda r=r: r.run(ctx) for r in instances])  # type: ignore[misc]
+    outcomes: list[tuple[Rule, Outcome]] = list(zip(instances, runs))
     fired = [(r, o.finding) for r, o in outcomes if o.status == "fired" and o.finding is not None]
     findings = [f for _, f in fired]
     mechs = [f.mechanism for f in findings]

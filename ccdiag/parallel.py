@@ -8,10 +8,12 @@ pair's call tables, call sequences and critical windows: 2.1-2.3 s wall one afte
 1.5 s side by side on 2 cores; ``bench/bench_analyze.py`` measures the whole). The results are the
 same objects computed by the same functions: only the order in which they finish changes.
 
-Two workers at most; none (one after the other) where polars runs on one thread
-(``POLARS_MAX_THREADS=1``: a user or a worker process that asked for one core), or
-``CCDIAG_THREADS=1``. A task run from inside a worker runs its pieces inline (no nested waits on
-the same two workers).
+Two pieces at most run at once: the caller's thread runs the first piece itself while one
+worker thread takes the next; what the worker has not started when the caller is done, the
+caller runs too. A piece may run pieces of its own (the gap model's fits inside a rule run side
+by side): no thread ever waits for a piece that nobody runs. One after the other where polars
+runs on one thread (``POLARS_MAX_THREADS=1``: a user or a worker process that asked for one
+core), or ``CCDIAG_THREADS=1``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ B = TypeVar("B")
 
 _POOL: ThreadPoolExecutor | None = None
 _LOCK = threading.Lock()
-_INSIDE = threading.local()
 
 
 def workers() -> int:
@@ -44,36 +45,26 @@ def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ccdiag")
+            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ccdiag")
         return _POOL
 
 
-def _inline() -> bool:
-    return bool(getattr(_INSIDE, "on", False)) or workers() == 1
-
-
-def _marked(fn: Callable[[], A]) -> Callable[[], A]:
-    def run() -> A:
-        _INSIDE.on = True
-        try:
-            return fn()
-        finally:
-            _INSIDE.on = False
-
-    return run
-
-
 def run_all(fns: Sequence[Callable[[], Any]]) -> list[Any]:
-    """``[f() for f in fns]``, two at a time. An exception is raised as the loop would raise it:
-    the first failing piece's, in ``fns``' order (every piece has run or been cancelled)."""
-    if len(fns) <= 1 or _inline():
+    """``[f() for f in fns]``, two at a time: the first on this thread, the others offered to the
+    worker and run here when it has not started them. An exception is raised as the loop would
+    raise it: the first failing piece's, in ``fns``' order (the pieces not started are
+    dropped)."""
+    if len(fns) <= 1 or workers() == 1:
         return [f() for f in fns]
-    futures: list[Future[Any]] = [_pool().submit(_marked(f)) for f in fns]
+    futures: list[Future[Any]] = [_pool().submit(f) for f in fns[1:]]
     try:
-        return [f.result() for f in futures]
+        out = [fns[0]()]
+        for f, fut in zip(fns[1:], futures):
+            out.append(f() if fut.cancel() else fut.result())
+        return out
     finally:
-        for f in futures:
-            f.cancel()
+        for fut in futures:
+            fut.cancel()
 
 
 def both(f: Callable[[], A], g: Callable[[], B]) -> tuple[A, B]:

@@ -1,9 +1,10 @@
 """``ccdiag.parallel``: pieces run side by side give what the loop gives, raise what it raises,
-and run inline when nested or when one core is asked for."""
+nest without waiting for a piece nobody runs, and run inline when one core is asked for."""
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -37,15 +38,19 @@ def test_first_failure_in_order_is_raised() -> None:
         parallel.run_all([lambda: 1, lambda: bad("first"), lambda: bad("second")])
 
 
-def test_nested_pieces_run_inline() -> None:
-    # arrange: a piece that runs pieces of its own (both workers busy with the outer ones)
-    def outer(v: int) -> list[int]:
-        return parallel.run_all([lambda: v, lambda: v + 1])
+def test_nested_pieces_finish() -> None:
+    # arrange: pieces that run pieces of their own, three deep (the worker busy with an outer
+    # one while the inner ones are offered to it)
+    def outer(v: int, depth: int) -> list[Any]:
+        if depth == 0:
+            return [v]
+        return parallel.run_all([lambda: outer(v, depth - 1), lambda: outer(v + 1, depth - 1)])
 
     # act
-    got = parallel.run_all([lambda: outer(0), lambda: outer(10)])
+    got = parallel.run_all([lambda: outer(0, 3), lambda: outer(10, 3)])
     # assert
-    assert got == [[0, 1], [10, 11]]
+    assert got == [outer(0, 3), outer(10, 3)]
+    assert got[0] == [[[[0], [1]], [[1], [2]]], [[[1], [2]], [[2], [3]]]]
 
 
 def test_one_thread_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,9 +82,9 @@ class PairContext:
         parallel.run_all(
             [get("seq_b", "crit_b", "intervals_b"), get("seq_t", "crit_t", "intervals_t")]
         )
-        parallel.run_all([get("matched"), get("ledger")])
-        get("gap_fit")()  # from this thread: its own fits run side by side
-        parallel.run_all([get("gap_shape"), get("busy", "slowdown")])
+        # the gap model's fits offer a piece to the worker, which takes it once the ledger is
+        # done; the rest (gap shape, GPU busy, ...) the rules compute, side by side themselves
+        parallel.run_all([get("matched", "gap_fit"), get("ledger")])
 
     @cached_property
     def _launching_ops(self) -> pl.Series:
