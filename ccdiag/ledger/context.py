@@ -62,8 +62,9 @@ class PairContext:
         """Compute the frames every GPU pair's rules read, the baseline's beside the
         treatment's and independent frames side by side (:mod:`ccdiag.parallel`), in stages
         whose members only read frames of earlier stages: the same frames the rules would
-        compute one after the other, sooner (the rules then run side by side too). A frame that fails here is left uncomputed: the
-        rule that reads it computes it again and fails as it would have."""
+        compute one after the other, sooner (the rules then run side by side too). A frame
+        that fails here is left uncomputed: the rule that reads it computes it again and fails
+        as it would have."""
         if self.host_only or self.op_mode or parallel.workers() == 1:
             return
 
