@@ -38,6 +38,7 @@ import polars as pl
 
 from ccdiag import parallel
 from ccdiag.ledger import vocab as vc
+from ccdiag.ledger.stats import bootstrap_median_cis
 from ccdiag.pairing import Pair, spread
 from ccdiag.rules import REGISTRY
 from ccdiag.rules._base import Finding, Outcome, Rule, RuleContext
@@ -656,8 +657,9 @@ def diagnose_pair(
     unattr = total - sum(means.values())
     per_mech[UNATTRIBUTED] = delta - sum((v for k, v in per_mech.items() if k != UNATTRIBUTED), 0)
     atts: list[Attribution] = []
-    # each mechanism's per-step spread (a bootstrap each), side by side
-    spreads = dict(zip(mechs, parallel.run_all([lambda m=m: spread(per_mech[m]) for m in mechs])))
+    # each mechanism's per-step spread, the bootstraps from one draw of the resamples
+    cis = bootstrap_median_cis([per_mech[m] for m in mechs])
+    spreads = {m: spread(per_mech[m], ci) for m, ci in zip(mechs, cis)}
     for rule, f in fired:
         ns = means[f.mechanism]
         # a mechanism that adds nothing to the step gets no fix (BN01's drain thread on a pair

@@ -373,15 +373,10 @@ def spread(x: np.ndarray, ci: tuple[int, int] | None = None) -> Spread:
 
 def _step_times(b: Side, t: Side, aligned: pl.DataFrame) -> StepTimes:
     bn, tn, dn = (aligned[c].to_numpy().astype(np.int64) for c in ("b_ns", "t_ns", "delta_ns"))
-    # the three bootstraps side by side (ccdiag.parallel)
-    ci_d, spread_b, spread_t = parallel.run_all(
-        [
-            lambda: stats.bootstrap_median_ci(dn) if dn.size >= 3 else None,
-            lambda: spread(bn),
-            lambda: spread(tn),
-        ]
-    )
-    if ci_d is not None:
+    # the three bootstraps from one draw of the resamples (the same CIs as one at a time)
+    ci_d, ci_b, ci_t = stats.bootstrap_median_cis([dn, bn, tn])
+    spread_b, spread_t = spread(bn, ci_b), spread(tn, ci_t)
+    if dn.size >= 3:
         ci = ci_d
         method = f"bootstrap of the median over {dn.size} paired steps (2000 resamples)"
     else:

@@ -45,25 +45,61 @@ def quantile_shift(base: pl.Series, treat: pl.Series) -> dict[str, Any]:
 def bootstrap_median_ci(x: np.ndarray, n_boot: int = 2000, seed: int = 0) -> tuple[int, int]:
     """95 % bootstrap CI of the median of ``x`` (vectorized resampling, medians in blocks of
     resamples: :func:`_row_medians`)."""
-    if x.size == 0:
-        return (0, 0)
-    if x.size == 1:
-        return (int(x[0]), int(x[0]))
+    return bootstrap_median_cis([x], n_boot, seed)[0]
+
+
+def bootstrap_median_cis(
+    xs: list[np.ndarray], n_boot: int = 2000, seed: int = 0
+) -> list[tuple[int, int]]:
+    """:func:`bootstrap_median_ci` of each of ``xs``, the same CIs, with one draw of the
+    resamples for all the arrays of each length: the draws depend on the length and the seed
+    only (a pair's baseline, treatment and delta step times, each mechanism's per-step parts:
+    the same 2,000 x 7,408 draws, ~75 % of a bootstrap's time, made once, not six times)."""
+    out: list[tuple[int, int] | None] = [None] * len(xs)
+    for i, x in enumerate(xs):
+        if x.size == 0:
+            out[i] = (0, 0)
+        elif x.size == 1:
+            out[i] = (int(x[0]), int(x[0]))
+    by_size: dict[int, list[int]] = {}
+    for i, x in enumerate(xs):
+        if out[i] is None:
+            by_size.setdefault(x.size, []).append(i)
+    for n, idx in by_size.items():
+        meds = _resampled_medians([xs[i] for i in idx], n, n_boot, seed)
+        for i, med in zip(idx, meds):
+            out[i] = (int(np.percentile(med, 2.5)), int(np.percentile(med, 97.5)))
+    return [c for c in out if c is not None]
+
+
+def _resampled_medians(xs: list[np.ndarray], n: int, n_boot: int, seed: int) -> list[np.ndarray]:
+    """The medians of ``n_boot`` resamples of each of ``xs`` (all of length ``n``), the
+    resamples drawn once for all of them."""
     rng = np.random.default_rng(seed)
     # the resamples drawn a block at a time: the same draws as one (n_boot, n) array (the
     # generator's stream is sequential), without its 118 MB for 2,000 x 7,408 steps
     sizes = [min(256, n_boot - i) for i in range(0, n_boot, 256)]
-    exact = x.dtype.kind in "iu" or (x.dtype in (np.float32, np.float64) and not np.isnan(x).any())
-    if exact:  # resample the ranks (int16 for up to 32,767 values), read the values back
-        order = np.argsort(x, kind="stable")
-        rank = np.empty(x.size, np.int16 if x.size < 2**15 else np.int64)
-        rank[order] = np.arange(x.size)
-        xs = x[order]
-        blocks = [_row_medians(rank[rng.integers(0, x.size, (k, x.size))], xs) for k in sizes]
-    else:
-        blocks = [np.median(x[rng.integers(0, x.size, (k, x.size))], axis=1) for k in sizes]
-    med = np.concatenate(blocks)
-    return (int(np.percentile(med, 2.5)), int(np.percentile(med, 97.5)))
+    prepared = []
+    for x in xs:
+        exact = x.dtype.kind in "iu" or (
+            x.dtype in (np.float32, np.float64) and not np.isnan(x).any()
+        )
+        if exact:  # resample the ranks (int16 for up to 32,767 values), read the values back
+            order = np.argsort(x, kind="stable")
+            rank = np.empty(n, np.int16 if n < 2**15 else np.int64)
+            rank[order] = np.arange(n)
+            prepared.append((rank, x[order]))
+        else:
+            prepared.append((None, x))
+    blocks: list[list[np.ndarray]] = [[] for _ in xs]
+    for k in sizes:
+        draw = rng.integers(0, n, (k, n))
+        for j, (rank, xv) in enumerate(prepared):
+            if rank is not None:
+                blocks[j].append(_row_medians(rank[draw], xv))
+            else:
+                blocks[j].append(np.median(xv[draw], axis=1))
+    return [np.concatenate(b) for b in blocks]
 
 
 def _row_medians(r: np.ndarray, xs: np.ndarray) -> np.ndarray:
