@@ -4,6 +4,7 @@ nest without waiting for a piece nobody runs, and run inline when one core is as
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +67,33 @@ def test_one_thread_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     # assert: both on the caller's thread
     assert parallel.workers() == 1
     assert seen == [threading.current_thread().name] * 2
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        ("decode_eager/baseline.json.gz", "decode_eager/treatment.json.gz"),
+        ("decode_eager_nsys/baseline.sqlite", "decode_eager_nsys/treatment.sqlite"),
+    ],
+)
+def test_side_by_side_gives_the_same_report(
+    pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # arrange: a shipped Kineto and Nsight Systems pair, analyzed with pieces one after the
+    # other and side by side (the context's stages, the rules, the gap model's fits)
+    from ccdiag import api
+
+    root = Path(__file__).resolve().parents[1] / "sample_traces"
+    paths = [root / p for p in pair]
+
+    def report(threads: str) -> str:
+        monkeypatch.setenv("CCDIAG_THREADS", threads)
+        rep = api.diagnose_pair(api.pair(*(api.load_trace(p) for p in paths)))
+        return rep.model_dump_json()
+
+    # act
+    one, two = report("1"), report("2")
+    # assert
+    if parallel.workers() == 1:
+        pytest.skip("polars runs on one thread here: both runs went one after the other")
+    assert one == two
