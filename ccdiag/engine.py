@@ -662,7 +662,7 @@ def diagnose_pair(
     spreads = {m: spread(per_mech[m], ci) for m, ci in zip(mechs, cis)}
     for rule, f in fired:
         ns = means[f.mechanism]
-        # a mechanism that adds nothing to the step gets no fix (BN01's drain thread on a pair
+        # a mechanism that adds nothing to the step gets no fix (CP02's drain thread on a pair
         # whose readbacks blocked already without CC: HELD-OUT-30's flag reads); a fix that a
         # costly mechanism's model says recovers nothing stays: that is advice too (DDP buckets)
         fixes = rule.recommend(ctx, f, ns, total) if ns > 0 else []
