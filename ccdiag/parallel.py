@@ -3,10 +3,11 @@ frames, a robust fit beside a ledger.
 
 Most of an analysis is polars and numpy, which release the GIL; polars parallelizes inside an
 operation, but many of the pair's operations are short or serial (a sort, a join, a partition),
-so two of them on two threads finish sooner than one after the other (a 200 MB Nsight Systems
-pair's call tables, call sequences and critical windows: 2.1-2.3 s wall one after the other,
-1.5 s side by side on 2 cores; ``bench/bench_analyze.py`` measures the whole). The results are the
-same objects computed by the same functions: only the order in which they finish changes.
+so two of them on two threads finish sooner than one after the other (``bench/bench_analyze.py
+--format nsys --size-mb 200`` on 2 cores: analysis / load 2.6-3.0x wall before, 1.9-2.0x with
+the pieces of ``pairing``, ``ledger.context``, the gap model and the engine side by side). The
+results are the same objects computed by the same functions: only the order in which they
+finish changes.
 
 Two pieces at most run at once: the caller's thread runs the first piece itself while one
 worker thread takes the next; what the worker has not started when the caller is done, the
