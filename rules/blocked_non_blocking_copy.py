@@ -109,7 +109,7 @@ class BlockedNonBlockingCopy(Rule):
         ev = cp.blocked_evidence(st, cb, ct, busy, led)
         inter = cp.padding_interaction(st, led, busy)  # CP01's cost that blocking exposed
         ev["padding_exposed_by_blocking_ns_per_step"] = int(vc.num(inter["ns"].median()))
-        rm = cp.blocking_removal(ctx.matched)
+        rm = cp.past_padding(cp.blocking_removal(ctx.matched), ctx)
         # the calls' growth includes any padding after their copy ended, which is CP01's cost:
         # say how much is the blocking's own (this mechanism's paid cost), or the two numbers
         # read as a contradiction side by side (decode_eager: +54.3 µs in the calls, 524 ns own)
