@@ -101,6 +101,7 @@ SPLITS = (
     "HELD-OUT-28",
     "HELD-OUT-29",
     "HELD-OUT-30",
+    "HELD-OUT-31",
 )
 
 

@@ -269,6 +269,26 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "flag_reads_after_launch": ("flag_reads_after", "only_launch", "HELD-OUT-30"),
     "flag_reads_after_copies": ("flag_reads_after", "on_copy_pad+copy_sync", "HELD-OUT-30"),
     "flag_reads_after_both": ("flag_reads_after", "treatment", "HELD-OUT-30"),
+    # HELD-OUT-31, declared 2026-12-06 before its capture: scripts/device/run_v33_heldout31.sh
+    # (every round's timed steps shipped; the copy pad on the GPU side in both jobs)
+    "tv_train_mobilenetv2_gpu_launch": ("tv_train_mobilenetv2_gpu", "only_launch", "HELD-OUT-31"),
+    "tv_train_mobilenetv2_gpu_copies": (
+        "tv_train_mobilenetv2_gpu",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-31",
+    ),
+    "tv_train_mobilenetv2_gpu_both": ("tv_train_mobilenetv2_gpu", "treatment", "HELD-OUT-31"),
+    "tv_eval_resnet50_gpu_after_launch": (
+        "tv_eval_resnet50_gpu_after",
+        "only_launch",
+        "HELD-OUT-31",
+    ),
+    "tv_eval_resnet50_gpu_after_copies": (
+        "tv_eval_resnet50_gpu_after",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-31",
+    ),
+    "tv_eval_resnet50_gpu_after_both": ("tv_eval_resnet50_gpu_after", "treatment", "HELD-OUT-31"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
