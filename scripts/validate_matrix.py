@@ -492,7 +492,11 @@ def main() -> None:
                 "declared before its capture and judged once with the same engine; HELD-OUT-30 "
                 "(ccdiag's FlagReads loop, 12 flags read back mid-step and branched on, every "
                 "subset in two placements: before / host and after / GPU), declared after "
-                "predict's fewer_sync_copies fix, captured on an H100 and judged once. "
+                "predict's fewer_sync_copies fix, captured on an H100 and judged once; "
+                "HELD-OUT-31 (torchvision MobileNetV2 training and ResNet-50 inference with the "
+                "copy pad on the GPU side, every subset of the toll and the copy costs), declared "
+                "after CP02's wait was moved past that padding, captured on an H200 and judged "
+                "once. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
