@@ -106,6 +106,7 @@ SPLITS = (
     "HELD-OUT-29",
     "HELD-OUT-30",
     "HELD-OUT-31",
+    "HELD-OUT-32",
 )
 
 

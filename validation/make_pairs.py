@@ -289,6 +289,15 @@ PAIRS: dict[str, tuple[str, str, str]] = {
         "HELD-OUT-31",
     ),
     "tv_eval_resnet50_gpu_after_both": ("tv_eval_resnet50_gpu_after", "treatment", "HELD-OUT-31"),
+    # HELD-OUT-32, declared 2026-12-06 before its capture: scripts/device/run_v34_heldout32.sh
+    # (every round's timed steps shipped; the engine unchanged since HELD-OUT-31's judgement)
+    "hf_generate_phi3_launch": ("hf_generate_phi3", "only_launch", "HELD-OUT-32"),
+    "hf_generate_phi3_cpu": ("hf_generate_phi3", "only_cpu", "HELD-OUT-32"),
+    "hf_generate_phi3_both": ("hf_generate_phi3", "treatment", "HELD-OUT-32"),
+    "hf_generate_biogpt_after": ("hf_generate_biogpt_after", "treatment", "HELD-OUT-32"),
+    "tv_train_convnext_launch": ("tv_train_convnext", "only_launch", "HELD-OUT-32"),
+    "tv_train_convnext_copies": ("tv_train_convnext", "on_copy_pad+copy_sync", "HELD-OUT-32"),
+    "tv_train_convnext_both": ("tv_train_convnext", "treatment", "HELD-OUT-32"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)

@@ -514,6 +514,12 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
     "codegen": ("CodeGenConfig", "CodeGenForCausalLM", lambda d, n, h, v: dict(
         vocab_size=v, n_embd=d, n_layer=n, n_head=h, n_positions=512, n_ctx=512,
         rotary_dim=d // h // 2, **_IDS)),
+    # Phi-3: fused QKV and gate/up projections, SwiGLU, RMSNorm, grouped-query attention
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), pad_token_id=0)),
+    # BioGPT: learned positions, scaled embeddings, pre-LayerNorm, GELU FFN
+    "biogpt": ("BioGptConfig", "BioGptForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, pad_token_id=0)),
     # encoder-decoder: cross-attention, relative position buckets
     "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
