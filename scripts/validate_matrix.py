@@ -107,6 +107,7 @@ SPLITS = (
     "HELD-OUT-30",
     "HELD-OUT-31",
     "HELD-OUT-32",
+    "HELD-OUT-33",
 )
 
 

@@ -298,6 +298,11 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_convnext_launch": ("tv_train_convnext", "only_launch", "HELD-OUT-32"),
     "tv_train_convnext_copies": ("tv_train_convnext", "on_copy_pad+copy_sync", "HELD-OUT-32"),
     "tv_train_convnext_both": ("tv_train_convnext", "treatment", "HELD-OUT-32"),
+    # HELD-OUT-33, declared 2026-12-07 before its capture: scripts/device/run_v35_heldout33.sh
+    # (every round's timed steps shipped; the engine of 54df589, the replay's block fix)
+    "tv_train_resnet50_launch": ("tv_train_resnet50", "only_launch", "HELD-OUT-33"),
+    "tv_train_resnet50_copies": ("tv_train_resnet50", "on_copy_pad+copy_sync", "HELD-OUT-33"),
+    "tv_train_resnet50_both": ("tv_train_resnet50", "treatment", "HELD-OUT-33"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
