@@ -758,7 +758,10 @@ def _costs(
         over = dur - np.minimum(dur, 2_000)
         call[rows[is_l]] -= (cu * over[is_l]).astype(np.int64)
     free[ctx.early_syncs] = True
-    rc = RowCosts(call_ns=call, gap_ns=gap, gpu_ns=gpu_x, nonblocking=free, queue_aware=True)
+    rc = RowCosts(
+        call_ns=call, gap_ns=gap, gpu_ns=gpu_x, nonblocking=free, queue_aware=True,
+        launch_queue=True,
+    )  # fmt: skip
     return Injection(**inj), rc
 
 

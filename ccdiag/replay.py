@@ -70,6 +70,10 @@ class RowCosts:
     # queued behind its stream with a small gap keeps that gap, not the whole wait, as latency);
     # a plain replay stays exact either way
     queue_aware: bool = False
+    # a launch that waited for room in CUDA's launch queue (``_queue_full_waits``) waits for the
+    # GPU row whose end freed it, not for as long as it did (``ccdiag predict``: a counterfactual
+    # that drains the queue, CC's blocking copies, frees it); off, it keeps its length
+    launch_queue: bool = False
 
 
 def _row_costs(top: pl.DataFrame, gpu: pl.DataFrame, rc: RowCosts | None) -> dict[str, np.ndarray]:
@@ -313,6 +317,27 @@ def _prepare(
     else:  # a negative toll (a counterfactual) never makes a call shorter than nothing
         d = np.maximum(d + np.where(launch, inj.launch_toll_ns, 0), 0)
         base = np.where(launch, d, base)
+    # ``RowCosts.launch_queue`` (``ccdiag predict``): a launch that waited for room in CUDA's
+    # launch queue waits for the row whose end freed it, paying only a launch's own time beyond
+    # that wait. The attribution's counterfactuals (``observed``) keep such launches as measured
+    # and floor a GPU-bound loop at its GPU's busy time (``Replayer``): with these waits their
+    # first step after the block's start (no queue yet) absorbed the floor, HELD-OUT-32's
+    # ConvNeXt pairs replayed without their copies at 40.3 ms a step for a 54.7 ms baseline.
+    # ``synthesize`` keeps them too: its emulated treatments are the third-party validation's
+    # truths, judged as they were built
+    qf = (
+        _queue_full_waits(launch & ~blocking & ~xc["free"], s, e, ci, ge)
+        if rc is not None and rc.launch_queue and not observed
+        else np.full(n, -1)
+    )
+    if (qf >= 0).any():
+        q = qf >= 0
+        own_cost = int(np.median(d[launch & ~q])) if (launch & ~q).any() else 0
+        blocking = blocking | q
+        wait = np.where(q, qf, wait)
+        eps = np.where(q, np.clip(e - ge[np.maximum(qf, 0)], 0, None), eps)
+        base = np.where(q, own_cost, base)
+        d = np.where(q, own_cost, d)
     # per-row costs (RowCosts): inside non-blocking calls, after the wait of blocking ones
     d = np.where(blocking, d, np.maximum(d + xc["call"], 0))
     base = np.where(blocking, base, d)
@@ -378,6 +403,12 @@ def _prepare(
     )
 
 
+#: The fewest rows that waited for nothing a launch latency is read off (:func:`_queue_gaps`) ...
+MIN_FREE_ROWS = 20
+#: ... and the latency used with fewer: a launch reaches the GPU a few µs after its call returns.
+LAUNCH_LATENCY_NS = 5_000
+
+
 def _queue_gaps(
     s: np.ndarray,
     e: np.ndarray,
@@ -399,11 +430,55 @@ def _queue_gaps(
     ref = np.where(rel, s[ci], e[ci])
     raw = (gs - ref).astype(np.int64)
     behind = (prev >= 0) & (ref < prev)
-    free = raw[~behind & (raw >= 0)]
-    cap = int(np.median(free)) if free.size else 5000
+    # the latency of a launch is read off rows that waited for nothing: neither their stream nor
+    # another stream's row (``dep``); with fewer than MIN_FREE_ROWS of them, a GPU-bound trace's
+    # few idle-stream rows (HELD-OUT-32's ConvNeXt training: 3 of 22,831, each waiting 16-78 ms
+    # on a stream it had no event for) would set every queued row's latency: predict made its
+    # blocking copies wait 78 ms each and the step 211.8 ms instead of about 56 ms
+    free = raw[~behind & (raw >= 0) & (dep < 0)]
+    cap = int(np.median(free)) if free.size >= MIN_FREE_ROWS else LAUNCH_LATENCY_NS
     lat = np.where(behind, np.clip(raw, 0, cap), raw)
     gap = np.where(behind & (dep < 0), np.maximum(gs - prev, 0), 0).astype(np.int64)
     return lat.astype(np.int64), gap
+
+
+#: A launch call this long (and QUEUE_FULL_FACTOR times its rank's median launch) that returned
+#: within QUEUE_WAKE_NS of one of the GPU rows launched before it ending waited for room in
+#: CUDA's launch queue (:func:`_queue_full_waits`).
+QUEUE_FULL_MIN_NS = 200_000
+QUEUE_FULL_FACTOR = 20
+QUEUE_WAKE_NS = 100_000
+
+
+def _queue_full_waits(
+    launch: np.ndarray, s: np.ndarray, e: np.ndarray, ci: np.ndarray, ge: np.ndarray
+) -> np.ndarray:
+    """Per call: the GPU row whose end let a launch call return, for launches that waited for
+    room in CUDA's launch queue (a GPU-bound loop whose host runs a queue ahead); -1 for every
+    other call. Such a launch takes milliseconds and returns a few µs after one of the rows
+    queued before it ends (HELD-OUT-32's ConvNeXt training: 828 launches, 15.4 ms a step, a
+    median 5.5 µs after a row's end). Replayed with its length kept, a counterfactual whose
+    queue has drained (CC's blocking copies) still waited there while the GPU idled: predict
+    put the CC step at 71.7 ms for about 56 ms measured."""
+    out = np.full(s.size, -1)
+    d = e - s
+    if not launch.any() or ge.size == 0:
+        return out
+    long = np.nonzero(
+        launch & (d > max(QUEUE_FULL_MIN_NS, QUEUE_FULL_FACTOR * float(np.median(d[launch]))))
+    )[0]
+    if long.size == 0:
+        return out
+    # the latest row launched before the call (row's call index < call's) that ended by its end
+    order = np.lexsort((ci, ge))
+    ges, cis = ge[order], ci[order]
+    for i in long.tolist():
+        j = int(np.searchsorted(ges, e[i], side="right")) - 1
+        while j >= 0 and cis[j] >= i:
+            j -= 1
+        if j >= 0 and e[i] - ges[j] <= QUEUE_WAKE_NS and ges[j] > s[i]:
+            out[i] = order[j]
+    return out
 
 
 def _sync_targets(

@@ -552,7 +552,14 @@ def main() -> None:
                 "HELD-OUT-31 (torchvision MobileNetV2 training and ResNet-50 inference with the "
                 "copy pad on the GPU side, every subset of the toll and the copy costs), declared "
                 "after CP02's wait was moved past that padding, captured on an H200 and judged "
-                "once. "
+                "once; HELD-OUT-32 (HF `generate()` on BioGPT with the toll after each launch, "
+                "torchvision ConvNeXt-Tiny training with every subset of the toll and the copy "
+                "costs; its Phi-3 job ran past its budget and was dropped), declared with the "
+                "engine unchanged, captured on an H100 a night later and judged once (2 of 4 "
+                "resolved truths within ±15 %; the GPU-bound ConvNeXt's launch-only pair got "
+                "4.2 ms of toll and -4.2 ms unattributed, fixed after in the replay's block of "
+                "steps, so that set is no longer unseen); HELD-OUT-33 (torchvision ResNet-50 "
+                "training) is declared and not yet captured. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -634,6 +634,16 @@ WHY_MECH = {
         "inside the truth's 95 % CI (0.61–2.06 ms), whose median (1.35 ms) is 1.5x the tolls "
         "the shim spun (0.88 ms; 1.04 predicted)"
     ),
+    ("tv_train_convnext_*", "blocked_non_blocking"): (
+        "HELD-OUT-32, judged once at 156.6 ms (the replay took 78 ms, the median wait of the "
+        "3 of 22,831 GPU rows that queued behind nothing, for every queued row's launch "
+        "latency, and kept the 828 launches that waited for room in CUDA's launch queue at "
+        "their length: both fixed after, tuned on this pair). Left: the shim's blocked copies "
+        "wait for the ~1.5 steps of GPU work queued ahead of them and cost the step 0.4 ms; "
+        "in the replay the GPU then follows the traced host for a while (3.3 ms of short idles "
+        "a step between kernels), host time under the profiler that calibration cannot take "
+        "out of a GPU-bound step (as for tv_train)"
+    ),
     ("tv_train_nostep", "blocked_non_blocking"): (
         "inside the truth's 95 % CI (3.7–8.5 ms): a transient pair (each block starts from an "
         "empty queue), whose truth varies with where in the block a step falls"

@@ -248,6 +248,42 @@ def test_work_queued_before_the_trace_is_waited_for_once_not_every_step() -> Non
     assert lo <= added <= hi, added
 
 
+def test_launches_that_waited_for_the_launch_queue_wait_for_it_in_the_replay() -> None:
+    # regression (real trace, HELD-OUT-32's tv_train_convnext): a GPU-bound training loop whose
+    # host runs ~1.5 steps ahead. Only 3 of its 22,831 GPU rows waited for nothing, each 16-78 ms
+    # on an idle stream; their median (78 ms) became every queued row's launch latency, and the
+    # blocking copies waited 78 ms each: 211.8 ms a step. Then its 828 launches that waited for
+    # room in CUDA's launch queue (15.4 ms a step) kept their length after the blocking copies
+    # had drained it: 67 ms. The emulated CC step was measured at 56.3 ms (profiled), the
+    # blocked copies' Shapley truth 1.06 ms [0.80, 1.36].
+    from ccdiag.predict import ablation
+
+    t = trace("validation/tv_train_convnext_launch/baseline.json.gz")
+    # act
+    got = ablation(t, EMULATED)
+    # assert
+    added = got["only_blocked_non_blocking"] - got["baseline"]
+    assert 0 < added < 0.1 * got["baseline"], added
+
+
+def test_a_launch_queue_wait_is_found_by_the_row_whose_end_released_it() -> None:
+    from ccdiag.replay import _queue_full_waits
+
+    # calls 0-9: launches of 5 µs, each its row; call 10 waited 900 µs and returned 3 µs after
+    # row 0 ended; call 11 took 500 µs and returned long after any row ended (a slow call, not a
+    # queue wait)
+    s = np.array([i * 10_000 for i in range(10)] + [100_000, 2_000_000])
+    e = s + np.array([5_000] * 10 + [0, 500_000])
+    ci = np.arange(12)
+    ge = np.array([1_000_000 + i * 100_000 for i in range(10)] + [3_000_000, 4_000_000])
+    e[10] = ge[0] + 3_000
+    launch = np.ones(12, dtype=bool)
+    # act
+    got = _queue_full_waits(launch, s, e, ci, ge)
+    # assert
+    assert got.tolist() == [-1] * 10 + [0, -1]
+
+
 def test_a_drain_worker_is_not_laid_on_the_main_threads_timeline() -> None:
     from ccdiag.ledger.host import thread_roles
     from ccdiag.replay import main_threads
