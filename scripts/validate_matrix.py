@@ -108,6 +108,7 @@ SPLITS = (
     "HELD-OUT-31",
     "HELD-OUT-32",
     "HELD-OUT-33",
+    "HELD-OUT-34",
 )
 
 

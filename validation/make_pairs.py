@@ -303,6 +303,16 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_resnet50_launch": ("tv_train_resnet50", "only_launch", "HELD-OUT-33"),
     "tv_train_resnet50_copies": ("tv_train_resnet50", "on_copy_pad+copy_sync", "HELD-OUT-33"),
     "tv_train_resnet50_both": ("tv_train_resnet50", "treatment", "HELD-OUT-33"),
+    # HELD-OUT-34, declared 2026-12-07 before its capture: scripts/device/run_v36_heldout34.sh
+    # (ProfilerStep removed from every shipped trace; the engine of 7ff66c1, unchanged)
+    "hf_generate_mixtral_nostep": ("hf_generate_mixtral_nostep", "treatment", "HELD-OUT-34"),
+    "tv_train_mnv3l_nostep_launch": ("tv_train_mnv3l_nostep", "only_launch", "HELD-OUT-34"),
+    "tv_train_mnv3l_nostep_copies": (
+        "tv_train_mnv3l_nostep",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-34",
+    ),
+    "tv_train_mnv3l_nostep_both": ("tv_train_mnv3l_nostep", "treatment", "HELD-OUT-34"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
