@@ -724,7 +724,7 @@ class Replayer:
                 )
                 rows = pl.DataFrame({"rank": rank, "start_ns": g2, "dur_ns": r.g_dur})
                 busy = int(gp.union_ns(rows, ["rank"])["busy_ns"].sum())
-                dur = gpu_floor(dur, inside, round(busy / min(float(self.gpu_floor), 1.0)))
+                dur = gpu_floor(dur, inside, round(busy / self.gpu_floor))
             out.append(w.select("rank", "step", pl.Series("dur_ns", dur)))
         schema = {"rank": pl.Int32, "step": pl.Int32, "dur_ns": pl.Int64}
         return pl.concat(out).cast(schema) if out else pl.DataFrame(schema=schema)

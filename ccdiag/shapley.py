@@ -125,7 +125,7 @@ def gpu_busy_share(side: Any) -> float | None:
     total = int((w["end_ns"] - w["start_ns"]).sum())
     busy = int(union_ns(side.gpu.select("rank", "start_ns", "dur_ns"), ["rank"])["busy_ns"].sum())
     if busy > 0 and abs(total - busy) <= GPU_BOUND * busy:
-        return min(busy / total, 1.0) if total > 0 else 1.0
+        return min(busy / total, 1.0)  # busy > 0 and within GPU_BOUND of it: total > 0
     return None
 
 
