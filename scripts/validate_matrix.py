@@ -565,8 +565,8 @@ def main() -> None:
                 "truths within ±15 %: its host code ran 1.14x slower in the toll-only phase, "
                 "which ccdiag put 19 % on host_slowdown, and the copies pair left 61 % "
                 "unattributed); HELD-OUT-34 (HF `generate()` on Mixtral and torchvision "
-                "MobileNetV3-Large training, both without step markers) is declared and not "
-                "yet captured. "
+                "MobileNetV3-Large training, both without step markers) is declared and was not "
+                "captured (eleven refused starts). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
