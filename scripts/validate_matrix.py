@@ -109,6 +109,7 @@ SPLITS = (
     "HELD-OUT-32",
     "HELD-OUT-33",
     "HELD-OUT-34",
+    "HELD-OUT-35",
 )
 
 

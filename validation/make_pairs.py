@@ -313,6 +313,10 @@ PAIRS: dict[str, tuple[str, str, str]] = {
         "HELD-OUT-34",
     ),
     "tv_train_mnv3l_nostep_both": ("tv_train_mnv3l_nostep", "treatment", "HELD-OUT-34"),
+    # HELD-OUT-35, declared 2026-12-07 before its capture: scripts/device/run_v37_heldout35.sh
+    # (the engine of d625cc1, unchanged)
+    "hf_generate_gemma2_after": ("hf_generate_gemma2_after", "treatment", "HELD-OUT-35"),
+    "hf_generate_gemma2_nostep": ("hf_generate_gemma2_nostep", "treatment", "HELD-OUT-35"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)

@@ -524,6 +524,12 @@ HF_ARCHS: dict[str, tuple[str, str, Callable[[int, int, int, int], dict[str, Any
     "mixtral": ("MixtralConfig", "MixtralForCausalLM", lambda d, n, h, v: _decoder(
         d, n, h, v, num_key_value_heads=max(h // 2, 1), num_local_experts=4,
         num_experts_per_tok=2, pad_token_id=0)),
+    # Gemma 2: local sliding-window layers alternating with global ones, attention and final
+    # logit soft-capping, pre- and post-norms around each block, GeGLU FFN; a window of 8
+    # tokens, shorter than the prompt, so the local layers' cache slides
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", lambda d, n, h, v: _decoder(
+        d, n, h, v, num_key_value_heads=max(h // 2, 1), head_dim=d // h, sliding_window=8,
+        pad_token_id=0)),
     # encoder-decoder: cross-attention, relative position buckets
     "t5": ("T5Config", "T5ForConditionalGeneration", lambda d, n, h, v: dict(
         vocab_size=v, d_model=d, d_kv=d // h, d_ff=4 * d, num_layers=n, num_decoder_layers=n,
@@ -536,7 +542,7 @@ class HFGenerate:
 
     A small Llama (GPT-2, GPT-NeoX, OPT, BLOOM, GPT-J, Mistral, Qwen2, GPT-BigCode, Phi, Falcon,
     Gemma, StarCoder2, GPT-Neo, StableLM, OLMo, Cohere, Qwen3, Granite, XGLM, CodeGen, the
-    mixture of experts Mixtral, or the encoder-decoder T5: :data:`HF_ARCHS`) built
+    mixture of experts Mixtral, Gemma 2, or the encoder-decoder T5: :data:`HF_ARCHS`) built
     from a config (no download); one step is one ``generate()`` call of ``new_tokens`` tokens after a
     ``prompt``-token prefill (``min_new_tokens`` pins the length), ending with a host sync.
     """
