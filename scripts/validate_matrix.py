@@ -569,7 +569,10 @@ def main() -> None:
                 "MobileNetV3-Large training, both without step markers), declared with the "
                 "engine unchanged, captured on an H100 a session later and judged once (2 of 6 "
                 "resolved truths within ±15 %; the steps found without markers in every trace; "
-                "the copies pair put 33 % on host_slowdown). "
+                "the copies pair put 33 % on host_slowdown); HELD-OUT-35 (HF `generate()` on "
+                "Gemma 2, the toll after each launch and, without step markers, before it), "
+                "declared with the same engine, captured on an H100 and judged once (2 of 2 "
+                "within ±15 %). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
