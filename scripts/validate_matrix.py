@@ -110,6 +110,7 @@ SPLITS = (
     "HELD-OUT-33",
     "HELD-OUT-34",
     "HELD-OUT-35",
+    "HELD-OUT-36",
 )
 
 

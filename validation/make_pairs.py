@@ -317,6 +317,11 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     # (the engine of d625cc1, unchanged)
     "hf_generate_gemma2_after": ("hf_generate_gemma2_after", "treatment", "HELD-OUT-35"),
     "hf_generate_gemma2_nostep": ("hf_generate_gemma2_nostep", "treatment", "HELD-OUT-35"),
+    # HELD-OUT-36, declared 2026-12-07 before its capture: scripts/device/run_v38_heldout36.sh
+    # (6 rounds of 5 timed steps a phase; the engine of d625cc1, unchanged)
+    "tv_train_shufflenet_launch": ("tv_train_shufflenet", "only_launch", "HELD-OUT-36"),
+    "tv_train_shufflenet_copies": ("tv_train_shufflenet", "on_copy_pad+copy_sync", "HELD-OUT-36"),
+    "tv_train_shufflenet_both": ("tv_train_shufflenet", "treatment", "HELD-OUT-36"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -522,9 +527,19 @@ def pair_truth(raw: dict[str, Any], phase: str, name: str, split: str) -> dict[s
         truth["shapley_ns_per_step"] = shapley_over(times, by_set, on)
     truth["session_phases"] = {
         p: {"mechanisms": v["mechanisms"], "step_ns": spread(v["step_ns"])}
+        | block_medians(v["step_ns"], raw.get("rounds"))
         for p, v in phases.items()
     }
     return truth
+
+
+def block_medians(steps: list[int], rounds: int | None) -> dict[str, list[int]]:
+    """A phase's step times are its blocks' in session order, one block a round: their medians,
+    which show how the phase's speed moved over the session (empty when they do not divide)."""
+    if not rounds or rounds < 2 or len(steps) % rounds:
+        return {}
+    n = len(steps) // rounds
+    return {"median_per_block_ns": [int(np.median(steps[i : i + n])) for i in range(0, len(steps), n)]}
 
 
 def copy_trace(src: Path, dst: Path, label: str) -> None:

@@ -4,8 +4,8 @@ HELD-OUT-33 and 34 (validation/SPLIT.md) showed the main thread's own C++ ops (a
 aten::view) 1.5-2.5x slower in the toll-only phase of a torchvision training loop, far from any
 launch as well, which ccdiag reads as host_slowdown. This probe times the same small ops on the
 main thread in a loop of units (a few ops, one kernel launch) with the toll modelled three ways
-beside each launch: none, a busy wait with the shim's own loop (clock reads and `pause`), and a
-sleep of the same length (the thread leaves the core). Interleaved rounds; with and without
+beside each launch: none, the shim's own busy wait (``ccdiag_emu_busy_ns`` of the shim that
+``ccdiag.emulate.shim.build_shim`` builds: clock reads and `pause`), and a sleep of the same length (the thread leaves the core). Interleaved rounds; with and without
 torch.profiler; optionally with busy neighbour processes (a DataLoader's workers).
 Prints per-op ns (median of per-unit means) per mode, and the ratios to `none`.
 Run on the GPU machine: python3 scripts/device/probe_spin_hangover.py
@@ -17,29 +17,20 @@ import ctypes
 import multiprocessing as mp
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 DEV = os.environ.get("DEV", "cuda")
 UNITS = int(os.environ.get("UNITS", "3000"))
-C = r"""
-#include <time.h>
-static long long now_ns(void){struct timespec ts;clock_gettime(CLOCK_MONOTONIC,&ts);
- return (long long)ts.tv_sec*1000000000LL+ts.tv_nsec;}
-void spin_ns(long long ns){long long t=now_ns()+ns; while(now_ns()<t){
- for(int i=0;i<8;i++) __builtin_ia32_pause();}}
-void sleep_ns(long long ns){struct timespec ts={0, ns}; nanosleep(&ts, 0);}
-"""
 
 
 def lib() -> ctypes.CDLL:
-    d = tempfile.mkdtemp()
-    src, so = os.path.join(d, "p.c"), os.path.join(d, "p.so")
-    open(src, "w").write(C)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
-    return ctypes.CDLL(so)
+    """The emulator's own shim, built as the captures build it; its busy wait is the toll's."""
+    from ccdiag.emulate.shim import build_shim
+
+    so = ctypes.CDLL(str(build_shim()))
+    so.ccdiag_emu_busy_ns.argtypes = [ctypes.c_longlong]
+    return so
 
 
 def burn(stop: mp.Event) -> None:  # a busy neighbour process (a DataLoader worker decoding)
@@ -74,9 +65,9 @@ def run(mode: str, units: int, toll_ns: int, clib, torch, prof: bool) -> dict[st
             torch.empty_like(x)
         t3 = pc()
         if mode == "spin":
-            clib.spin_ns(ctypes.c_longlong(toll_ns))
+            clib.ccdiag_emu_busy_ns(toll_ns)
         elif mode == "sleep":
-            clib.sleep_ns(ctypes.c_longlong(toll_ns))
+            time.sleep(toll_ns / 1e9)
         t4 = pc()
         x.add_(1)
         t5 = pc()
