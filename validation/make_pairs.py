@@ -539,7 +539,7 @@ def block_medians(steps: list[int], rounds: int | None) -> dict[str, list[int]]:
     if not rounds or rounds < 2 or len(steps) % rounds:
         return {}
     n = len(steps) // rounds
-    return {"median_per_block_ns": [int(np.median(steps[i : i + n])) for i in range(0, len(steps), n)]}
+    return {"median_per_block_ns": [int(statistics.median(steps[i : i + n])) for i in range(0, len(steps), n)]}
 
 
 def copy_trace(src: Path, dst: Path, label: str) -> None:
