@@ -111,6 +111,7 @@ SPLITS = (
     "HELD-OUT-34",
     "HELD-OUT-35",
     "HELD-OUT-36",
+    "HELD-OUT-37",
 )
 
 

@@ -322,6 +322,14 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_shufflenet_launch": ("tv_train_shufflenet", "only_launch", "HELD-OUT-36"),
     "tv_train_shufflenet_copies": ("tv_train_shufflenet", "on_copy_pad+copy_sync", "HELD-OUT-36"),
     "tv_train_shufflenet_both": ("tv_train_shufflenet", "treatment", "HELD-OUT-36"),
+    # HELD-OUT-37, declared 2026-12-07 before its capture: scripts/device/run_v39_heldout37.sh
+    # (new captures of HELD-OUT-18's and 34's loops, 6 rounds of 5; the engine of d625cc1)
+    "tv_train_regnet_r6_launch": ("tv_train_regnet_r6", "only_launch", "HELD-OUT-37"),
+    "tv_train_regnet_r6_copies": ("tv_train_regnet_r6", "on_copy_pad+copy_sync", "HELD-OUT-37"),
+    "tv_train_regnet_r6_both": ("tv_train_regnet_r6", "treatment", "HELD-OUT-37"),
+    "tv_train_mnv3l_r6_launch": ("tv_train_mnv3l_r6", "only_launch", "HELD-OUT-37"),
+    "tv_train_mnv3l_r6_copies": ("tv_train_mnv3l_r6", "on_copy_pad+copy_sync", "HELD-OUT-37"),
+    "tv_train_mnv3l_r6_both": ("tv_train_mnv3l_r6", "treatment", "HELD-OUT-37"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
