@@ -330,6 +330,22 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_mnv3l_r6_launch": ("tv_train_mnv3l_r6", "only_launch", "HELD-OUT-37"),
     "tv_train_mnv3l_r6_copies": ("tv_train_mnv3l_r6", "on_copy_pad+copy_sync", "HELD-OUT-37"),
     "tv_train_mnv3l_r6_both": ("tv_train_mnv3l_r6", "treatment", "HELD-OUT-37"),
+    # HELD-OUT-38, declared 2026-12-07 before its capture: scripts/device/run_v40_heldout38.sh
+    # (new captures of TUNE's ResNet-18 and HELD-OUT-31's MobileNetV2 loops, 6 rounds of 5)
+    "tv_train_settled_r6_launch": ("tv_train_settled_r6", "only_launch", "HELD-OUT-38"),
+    "tv_train_settled_r6_copies": ("tv_train_settled_r6", "on_copy_pad+copy_sync", "HELD-OUT-38"),
+    "tv_train_settled_r6_both": ("tv_train_settled_r6", "treatment", "HELD-OUT-38"),
+    "tv_train_mobilenetv2_gpu_r6_launch": (
+        "tv_train_mobilenetv2_gpu_r6",
+        "only_launch",
+        "HELD-OUT-38",
+    ),
+    "tv_train_mobilenetv2_gpu_r6_copies": (
+        "tv_train_mobilenetv2_gpu_r6",
+        "on_copy_pad+copy_sync",
+        "HELD-OUT-38",
+    ),
+    "tv_train_mobilenetv2_gpu_r6_both": ("tv_train_mobilenetv2_gpu_r6", "treatment", "HELD-OUT-38"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -547,7 +563,11 @@ def block_medians(steps: list[int], rounds: int | None) -> dict[str, list[int]]:
     if not rounds or rounds < 2 or len(steps) % rounds:
         return {}
     n = len(steps) // rounds
-    return {"median_per_block_ns": [int(statistics.median(steps[i : i + n])) for i in range(0, len(steps), n)]}
+    return {
+        "median_per_block_ns": [
+            int(statistics.median(steps[i : i + n])) for i in range(0, len(steps), n)
+        ]
+    }
 
 
 def copy_trace(src: Path, dst: Path, label: str) -> None:
