@@ -346,6 +346,11 @@ PAIRS: dict[str, tuple[str, str, str]] = {
         "HELD-OUT-38",
     ),
     "tv_train_mobilenetv2_gpu_r6_both": ("tv_train_mobilenetv2_gpu_r6", "treatment", "HELD-OUT-38"),
+    # HELD-OUT-39, declared 2026-12-07 before its capture: scripts/device/run_v41_heldout39.sh
+    # (6 rounds of 5; the engine of d625cc1, unchanged)
+    "tv_train_squeezenet_launch": ("tv_train_squeezenet", "only_launch", "HELD-OUT-39"),
+    "tv_train_squeezenet_copies": ("tv_train_squeezenet", "on_copy_pad+copy_sync", "HELD-OUT-39"),
+    "tv_train_squeezenet_both": ("tv_train_squeezenet", "treatment", "HELD-OUT-39"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
