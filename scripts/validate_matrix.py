@@ -588,7 +588,10 @@ def main() -> None:
                 "where the first captures put 76 %, 38 % and 33 % on host_slowdown); "
                 "HELD-OUT-38 (new captures of TUNE's ResNet-18 and HELD-OUT-31's MobileNetV2 "
                 "loops the same way), judged once with the same engine (4 of 6 within ±15 %, "
-                "the blocked copies in all four rows; the first captures: 0 of 6). "
+                "the blocked copies in all four rows; the first captures: 0 of 6); HELD-OUT-39 "
+                "(torchvision SqueezeNet 1.1 training, never trained before, 6 rounds of 5), "
+                "judged once with the same engine (2 of 3 within ±15 %; its serialized copies in "
+                "`both` -37 %). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -5,7 +5,8 @@ aten::view) 1.5-2.5x slower in the toll-only phase of a torchvision training loo
 launch as well, which ccdiag reads as host_slowdown. This probe times the same small ops on the
 main thread in a loop of units (a few ops, one kernel launch) with the toll modelled three ways
 beside each launch: none, the shim's own busy wait (``ccdiag_emu_busy_ns`` of the shim that
-``ccdiag.emulate.shim.build_shim`` builds: clock reads and `pause`), and a sleep of the same length (the thread leaves the core). Interleaved rounds; with and without
+``ccdiag.emulate.shim.build_shim`` builds: clock reads and `pause`), and a sleep of the same
+length (the thread leaves the core). Interleaved rounds; with and without
 torch.profiler; optionally with busy neighbour processes (a DataLoader's workers).
 Prints per-op ns (median of per-unit means) per mode, and the ratios to `none`.
 Run on the GPU machine: python3 scripts/device/probe_spin_hangover.py
