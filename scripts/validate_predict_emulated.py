@@ -675,8 +675,10 @@ WHY_MECH = {
         "27.5 ms step and the baseline's main thread waits 7.5 ms a step inside "
         "cudaLaunchKernel for room in the launch queue; the shim blocked 11.86 ms a step (11.09 "
         "predicted), but the blocked wait takes the place of the queue wait, so the step grew "
-        "3.05 ms. The prediction charges the blocked wait, not the part of it that lengthens "
-        "the step (the first capture of this loop: 7.80 ms truth, −9 %; not explained further)"
+        "3.05 ms. The replay takes 181 of the 297 launches over 200 µs for waits on the queue "
+        "(3.0 of their 5.2 ms a step; `replay._queue_full_waits`) and keeps the others as traced "
+        "after the blocked copies have drained it (a strict xfail in tests/test_predict.py; the "
+        "first capture of this loop: 7.80 ms truth, −9 %)"
     ),
     ("tv_train_nostep", "blocked_non_blocking"): (
         "inside the truth's 95 % CI (3.7–8.5 ms): a transient pair (each block starts from an "

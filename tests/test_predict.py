@@ -266,6 +266,31 @@ def test_launches_that_waited_for_the_launch_queue_wait_for_it_in_the_replay() -
     assert 0 < added < 0.1 * got["baseline"], added
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a miss, not a pass (2026-12-07, HELD-OUT-38): 9.2 ms added for a 3.05 ms truth; the "
+    "replay takes 181 of the 297 launches over 200 us for waits on the launch queue (3.0 of "
+    "their 5.2 ms a step) and keeps the rest as traced after the blocked copies drained it",
+)
+def test_blocked_copies_in_a_loop_that_waits_for_the_launch_queue_add_what_the_step_grew() -> None:
+    # real trace, HELD-OUT-38's new capture of TUNE's ResNet-18 loop: the GPU is busy 27.6 ms of
+    # a 27.5 ms step and the main thread waits 7.5 ms a step inside cudaLaunchKernel for room in
+    # CUDA's launch queue. Under emulated CC the copies blocked 11.86 ms a step, but the step
+    # grew only 3.05 ms [1.50, 5.47]: each blocked copy's wait takes the place of a queue wait.
+    from ccdiag.predict import ablation
+
+    t = trace("validation/tv_train_settled_r6_copies/baseline.json.gz")
+    truth = json.loads(
+        (VALIDATION / "tv_train_settled_r6_copies" / "ground_truth.json").read_text()
+    )
+    lo, hi = truth["impact_ns_per_step"]["blocked_non_blocking"]["ci95"]
+    # act
+    got = ablation(t, EMULATED)
+    # assert
+    added = got["only_blocked_non_blocking"] - got["baseline"]
+    assert lo <= added <= hi, added
+
+
 def test_a_launch_queue_wait_is_found_by_the_row_whose_end_released_it() -> None:
     from ccdiag.replay import _queue_full_waits
 
