@@ -554,25 +554,14 @@ def pair_truth(raw: dict[str, Any], phase: str, name: str, split: str) -> dict[s
         frozenset(c) in by_set for r in range(len(on) + 1) for c in itertools.combinations(on, r)
     ):
         truth["shapley_ns_per_step"] = shapley_over(times, by_set, on)
+    per_block = raw.get("step_ns_median_per_block") or {}
     truth["session_phases"] = {
         p: {"mechanisms": v["mechanisms"], "step_ns": spread(v["step_ns"])}
-        | block_medians(v["step_ns"], raw.get("rounds"))
+        # each block's median as the session recorded it (ccdiag.emulate.pairs.run_session)
+        | ({"median_per_block_ns": per_block[p]} if len(per_block.get(p, ())) > 1 else {})
         for p, v in phases.items()
     }
     return truth
-
-
-def block_medians(steps: list[int], rounds: int | None) -> dict[str, list[int]]:
-    """A phase's step times are its blocks' in session order, one block a round: their medians,
-    which show how the phase's speed moved over the session (empty when they do not divide)."""
-    if not rounds or rounds < 2 or len(steps) % rounds:
-        return {}
-    n = len(steps) // rounds
-    return {
-        "median_per_block_ns": [
-            int(statistics.median(steps[i : i + n])) for i in range(0, len(steps), n)
-        ]
-    }
 
 
 def copy_trace(src: Path, dst: Path, label: str) -> None:
