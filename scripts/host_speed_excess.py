@@ -54,6 +54,7 @@ def row(d: Path, g: dict) -> dict[str, object]:
     truth = float(g["delta_ns_per_step"]["value"])
     injected = float(sum(g["injected_ns_per_step"].values()))
     step = float(g["step_ns"]["baseline"]["median"])
+    rounds = int(g.get("rounds") or 1)  # the truth's protocol: blocks a phase
     b = api.load_trace(d / "baseline.json.gz")
     t = api.load_trace(d / "treatment.json.gz")
     ctl = host_slowdown(b.events, t.events)
@@ -69,15 +70,9 @@ def row(d: Path, g: dict) -> dict[str, object]:
         "step": step,
         "ratio": float(ctl["mean_ratio"]),
         "gpu_bound": busy is not None,
-        "blocks": blocks(g),
-        "rounds": int(g.get("rounds") or 1),
+        "blocks": f"{rounds} x {int(g['profiled_steps_per_phase']) // rounds}",
+        "rounds": rounds,
     }
-
-
-def blocks(g: dict) -> str:
-    """The truth's protocol: rounds (blocks a phase) x timed steps a block."""
-    rounds = int(g.get("rounds") or 1)
-    return f"{rounds} x {int(g['profiled_steps_per_phase']) // rounds}"
 
 
 def rounds_probe() -> list[str]:
@@ -97,16 +92,8 @@ def rounds_probe() -> list[str]:
         "| mechanism | 2 x 10 (HELD-OUT-33) | 6 x 5 (probe) | injected |",
         "|---|---:|---:|---:|",
     ]
-    firsts = {
-        m: json.loads((VAL / f"tv_train_resnet50_{k}" / "ground_truth.json").read_text())[
-            "impact_ns_per_step"
-        ][m]
-        for m, k in (
-            ("launch_toll", "launch"),
-            ("serialized_copies", "copies"),
-            ("blocked_non_blocking", "copies"),
-        )
-    }
+    copies = json.loads((VAL / "tv_train_resnet50_copies" / "ground_truth.json").read_text())
+    firsts = first["impact_ns_per_step"] | copies["impact_ns_per_step"]
     for m, v in probe["impact_ns_per_step"].items():
         f = firsts[m]
         lines.append(
@@ -232,8 +219,8 @@ def main() -> None:
         "neighbour processes do slow the same ops (`empty` 2.2 -> 3.5 µs without the "
         "profiler). What made the host run slower or faster in a phase is not in the traces. "
         "With truths from 2 blocks a phase, the truths carried it and ccdiag's control saw it "
-        "(HS01 read it as host_slowdown); with 6 blocks a phase (the section above, HELD-OUT-36 "
-        "and 37) it mostly averaged out of both.",
+        "(HS01 read it as host_slowdown); with 6 blocks a phase (the sections above, HELD-OUT-36 "
+        "to 39) it mostly averaged out of both.",
         "",
     ]
     if a.write:
