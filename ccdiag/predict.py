@@ -38,7 +38,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ccdiag import apis
 from ccdiag.platforms import Platform, load_platform
-from ccdiag.replay import Injection, RowCosts, main_threads, model_rows, replay
+from ccdiag.replay import (
+    QUEUE_FULL_FACTOR,
+    QUEUE_FULL_MIN_NS,
+    Injection,
+    RowCosts,
+    main_threads,
+    model_rows,
+    replay,
+)
 from ccdiag.schema import Trace
 
 SCHEMA_VERSION = "1.1"
@@ -182,6 +190,8 @@ class _Ctx:
     # the step's small host copies that were synchronous already split from the others (two
     # or more a step, as CP01 splits its advice): fewer_sync_copies for them, packing the rest
     sync_split: bool = False
+    # the steps whose medians a prediction takes (rank, step), None for all (:func:`_steady_steps`)
+    kept_steps: pl.DataFrame | None = None
 
     def zeros(self) -> np.ndarray:
         return np.zeros(self.n_rows, dtype=np.int64)
@@ -253,55 +263,198 @@ BACKLOG_NAME = "ccdiag:queued_before_trace"
 EARLY_SYNC_NS = 1_000
 
 
-def _with_backlog(trace: Trace, threads: pl.DataFrame) -> Trace:
-    """The trace with the GPU work queued before it made explicit.
+def _with_backlog(trace: Trace, threads: pl.DataFrame) -> tuple[Trace, pl.DataFrame]:
+    """The trace with the GPU work queued before it, or before one of its profiling windows,
+    made explicit.
 
-    A stream's first row in the trace that started long after its launch returned waited for
-    work queued on that stream before the trace began (a loop that never synchronizes keeps the
-    GPU tens of ms behind the host). The replay cannot see that work, so it would take the wait
-    for a launch latency and give every later queued row that latency. One stand-in row per such
-    stream (and one empty host call that launched it, before the trace's first call) fills the
-    stream up to the first row's start: the trace replays exactly as before, and a blocking call
-    that drains the stream waits for that work once, not at every step.
+    A stream's row that started long after its launch returned, where the trace shows nothing
+    it waited for (the stream's first row, or a row on a device that ran nothing the trace
+    holds from that launch's return to the row's start), waited for work the trace does not
+    hold: work queued before the trace began (a loop that never synchronizes keeps the GPU tens
+    of ms behind the host), or before one of the windows of a profiler ``schedule`` (the warmup
+    step's work runs into the active window: HELD-OUT-38's ResNet-18 loop has 6 windows, each
+    starting 26 ms behind its host). The replay cannot see that work, so it would take the wait
+    for a launch latency and give every later queued row that latency. Stand-in rows, launched
+    by empty host calls just before the row's launch (before the trace's first call for a
+    stream's first row), fill the stream up to the row's start: the trace replays exactly as
+    before, and a blocking call that drains the stream waits for that work once.
+
+    Returns:
+        the model trace, and the backlogged rows' (``rank``, ``ce``: their launch's return),
+        from which :func:`_steady_steps` leaves out the steps that began behind unseen work.
+
+    While that unseen work ran on an otherwise idle device, a launch that waited for room in
+    CUDA's launch queue returned when one of its rows ended: the stand-in is cut there, one row
+    per such launch, so that :func:`ccdiag.replay._queue_full_waits` finds what released each
+    (in that loop, 116 of the 297 launches over 200 µs, which it missed). The cut takes the
+    detector's own thresholds (``QUEUE_FULL_MIN_NS``, ``QUEUE_FULL_FACTOR``), nothing fitted.
     """
     calls, gpu = model_rows(trace, threads)
+    none = pl.DataFrame(schema={"rank": pl.Int64, "ce": pl.Int64})
     if gpu.height == 0:
-        return trace
-    first = gpu.sort("start_ns").group_by(["rank", "device", "stream"], maintain_order=True).first()
-    first = first.filter(pl.col("start_ns") - pl.col("ce") > BACKLOG_NS)
-    if first.height == 0:
-        return trace
+        return trace, none
+    g = (
+        gpu.sort("rank", "device", "start_ns")
+        .with_columns((pl.col("start_ns") + pl.col("dur_ns")).alias("_end"))
+        .with_columns(
+            pl.col("_end").cum_max().shift(1).over(["rank", "device"]).alias("_busy_to"),
+            pl.col("_end").shift(1).over(["rank", "device", "stream"]).alias("_prev_end"),
+        )
+    )
+    quiet = pl.col("_busy_to").is_null() | (pl.col("_busy_to") <= pl.col("ce"))
+    cand = g.filter(
+        (pl.col("start_ns") - pl.col("ce") > BACKLOG_NS) & (pl.col("_prev_end").is_null() | quiet)
+    ).with_columns(quiet.alias("_quiet"))
+    if cand.height == 0:
+        return trace, none
     ev = trace.events
-    lead = calls.sort("start_ns").group_by("rank", maintain_order=True).first()
+    cs = calls.sort("rank", "start_ns").with_columns(
+        (pl.col("start_ns") + pl.col("dur_ns")).alias("_cend")
+    )
+    lead = cs.group_by("rank", maintain_order=True).first()
     lead = lead.join(threads.group_by("rank").first(), on="rank")
+    cuts = _queue_cuts(cs, cand.filter(pl.col("_quiet")))
     corr = int(_num(ev["correlation"].max(), 0)) + 1
-    new_calls, new_rows = [], []
-    for i, r in enumerate(first.iter_rows(named=True)):
+    plans = []  # (candidate, times of its stand-in calls, ends of its stand-in rows)
+    n_first = sum(
+        len(cuts.get(_key(r), [])) + 1 for r in cand.iter_rows(named=True) if r["_prev_end"] is None
+    )
+    j = 0
+    for r in cand.iter_rows(named=True):
         l0 = lead.filter(pl.col("rank") == r["rank"])
         if l0.height == 0:
             continue
-        l0r = l0.row(0, named=True)
-        t = min(int(l0r["start_ns"]), int(r["ce"])) - 2 * (first.height - i)
-        base = {"rank": r["rank"], "pid": l0r["pid"], "correlation": corr + i, "name": BACKLOG_NAME}
-        new_calls.append({**base, "kind": "runtime", "tid": l0r["tid"], "start_ns": t, "dur_ns": 1})
-        new_rows.append(
-            {
-                **base,
-                "kind": "kernel",
-                "device": r["device"],
-                "stream": r["stream"],
-                "start_ns": t + 1,
-                "dur_ns": int(r["start_ns"]) - (t + 1),
-            }
-        )
+        ends = [*cuts.get(_key(r), []), int(r["start_ns"])]
+        if r["_prev_end"] is None:
+            anchor = min(int(l0["start_ns"][0]), int(r["ce"]))
+            times = [anchor - 2 * (n_first - j - k) for k in range(len(ends))]
+            j += len(ends)
+        else:
+            own = cs.filter((pl.col("rank") == r["rank"]) & (pl.col("ci") == r["ci"]))
+            times = [int(own["start_ns"][0]) - 2 * (len(ends) - k) for k in range(len(ends))]
+            before = cs.filter((pl.col("rank") == r["rank"]) & (pl.col("start_ns") < times[0]))
+            if before.height and _num(before["_cend"].max(), 0) >= times[0]:  # no room for them
+                continue
+        plans.append((r, l0.row(0, named=True), times, ends))
+    new_calls, new_rows = [], []
+    for r, l0r, times, ends in plans:
+        begin = times[0] + 1 if r["_prev_end"] is None else max(times[0] + 1, int(r["_prev_end"]))
+        for t, end in zip(times, ends, strict=True):
+            base = {"rank": r["rank"], "pid": l0r["pid"], "correlation": corr, "name": BACKLOG_NAME}
+            corr += 1
+            new_calls.append(
+                {**base, "kind": "runtime", "tid": l0r["tid"], "start_ns": t, "dur_ns": 1}
+            )
+            start = max(begin, t + 1)
+            new_rows.append(
+                {
+                    **base,
+                    "kind": "kernel",
+                    "device": r["device"],
+                    "stream": r["stream"],
+                    "start_ns": start,
+                    "dur_ns": end - start,
+                }
+            )
+            begin = end
     if not new_calls:
-        return trace
-    extra = pl.DataFrame(new_calls + new_rows).with_columns(
+        return trace, none
+    extra = pl.DataFrame(new_calls + new_rows, infer_schema_length=None).with_columns(
         [pl.col(c).cast(ev.schema[c]) for c in ("kind", "rank", "pid", "correlation", "name")]
         + [pl.col(c).cast(ev.schema[c]) for c in ("tid", "device", "stream", "start_ns", "dur_ns")]
     )
     out = pl.concat([ev, extra], how="diagonal_relaxed").select(ev.columns)
-    return Trace(events=out.cast(ev.schema), meta=trace.meta, steps=trace.steps)
+    held = pl.DataFrame(
+        {"rank": [r["rank"] for r, *_ in plans], "ce": [r["ce"] for r, *_ in plans]},
+        schema=none.schema,
+    )
+    return Trace(events=out.cast(ev.schema), meta=trace.meta, steps=trace.steps), held
+
+
+def _steady_steps(trace: Trace, behind: pl.DataFrame) -> pl.DataFrame | None:
+    """The steps a prediction's medians are taken over (``rank``, ``step``), or None for all.
+
+    A step that began behind GPU work the trace does not hold (:func:`_with_backlog`: each
+    window of a profiler ``schedule`` starts behind its warmup steps' work) is left out: its
+    wait depends on steps the trace does not show, which the mechanisms would have changed too
+    (a blocking copy keeps the host from running two steps ahead, so the backlog it drains
+    under CC is not the CC-off one). The step is the first whose window ends after the
+    backlogged row's launch returned. Steps are left out only where two or more of the rank's
+    steps stay; the trace's own median step is taken over the same steps.
+    """
+    st = trace.steps
+    if behind.height == 0 or st.height == 0:
+        return None
+    w = st.select(pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64), "end_ns").sort(
+        "end_ns"
+    )
+    hit = (
+        behind.sort("ce")
+        .join_asof(
+            w,
+            left_on="ce",
+            right_on="end_ns",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .drop_nulls("step")
+        .select("rank", "step")
+        .unique()
+    )
+    if hit.height == 0:
+        return None
+    kept = w.select("rank", "step").join(hit, on=["rank", "step"], how="anti")
+    enough = kept.group_by("rank").len().filter(pl.col("len") >= 2)["rank"]
+    out = pl.concat(
+        [
+            kept.filter(pl.col("rank").is_in(enough)),
+            w.select("rank", "step").filter(~pl.col("rank").is_in(enough)),
+        ]
+    )
+    return out.sort("rank", "step")
+
+
+def _median_step(steps: pl.DataFrame, kept: pl.DataFrame | None) -> float:
+    """Median of ``steps``' durations over the kept steps (:func:`_steady_steps`)."""
+    if kept is not None:
+        steps = steps.with_columns(
+            pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64)
+        ).join(kept, on=["rank", "step"], how="semi")
+    return _num(steps["dur_ns"].median()) if steps.height else 0.0
+
+
+#: A launch woken by a freed slot in CUDA's launch queue returns about this long after the row
+#: that freed it ended (HELD-OUT-32's ConvNeXt: a median 5.5 µs; any value under the detector's
+#: ``QUEUE_WAKE_NS`` gives the same replay).
+QUEUE_WOKE_NS = 1_000
+
+
+def _key(r: dict) -> tuple:
+    return (r["rank"], r["device"], r["stream"], r["start_ns"])
+
+
+def _queue_cuts(calls: pl.DataFrame, cand: pl.DataFrame) -> dict[tuple, list[int]]:
+    """Per backlogged row (:func:`_key`): when unseen rows ended within its wait, read off the
+    launches that waited for room in the launch queue and returned within it (on a device that
+    ran nothing the trace holds). A launch inside several rows' waits goes to the longest wait."""
+    out: dict[tuple, list[int]] = {}
+    launches = calls.filter(pl.col("cls") == "launch")
+    for rank in cand["rank"].unique().to_list():
+        lr = launches.filter(pl.col("rank") == rank)
+        if lr.height == 0:
+            continue
+        floor = max(QUEUE_FULL_MIN_NS, QUEUE_FULL_FACTOR * _num(lr["dur_ns"].median(), 0))
+        cr = cand.filter(pl.col("rank") == rank).with_columns(
+            (pl.col("start_ns") - pl.col("ce")).alias("_wait")
+        )
+        for c in lr.filter(pl.col("dur_ns") > floor).iter_rows(named=True):
+            e = int(c["_cend"]) - QUEUE_WOKE_NS
+            held = cr.filter((pl.col("ce") <= c["start_ns"]) & (pl.col("start_ns") > e))
+            if held.height:
+                h = held.sort("_wait", descending=True).row(0, named=True)
+                out.setdefault(_key(h), []).append(e)
+    return {k: sorted(set(v)) for k, v in out.items()}
 
 
 def _without_backlog(replayed: Trace, n_rows: int) -> Trace:
@@ -345,7 +498,7 @@ def _context(trace: Trace) -> _Ctx:
     # the threads that take turns driving the GPU, without those that run beside them (a drain
     # worker): :func:`ccdiag.ledger.host.thread_roles`
     threads = main_threads(trace)
-    trace = _with_backlog(trace, threads)
+    trace, behind = _with_backlog(trace, threads)
     ev = trace.events
     calls, gpu = model_rows(trace, threads)
     kinds = ev["kind"].cast(pl.String)
@@ -441,6 +594,7 @@ def _context(trace: Trace) -> _Ctx:
     world = trace.meta.world_size or max(len(trace.meta.ranks), 1)
     ctx = _Ctx(trace, threads, calls, gpu, uv, ev.height, world, ctx_row, enqueue, n_orig=n_orig)
     ctx.early_syncs = _early_syncs(calls, gpu)
+    ctx.kept_steps = _steady_steps(trace, behind)
     ctx.wake_ns, ctx.async_copies = _wake_up(calls, gpu)
     per_step = gpu.filter(_HELD_SMALL).group_by("rank", "step").len()["len"]
     n_steps = max(trace.steps.height, 1)
@@ -810,7 +964,8 @@ def _gpu_busy_per_step(ctx: _Ctx, out: Trace) -> float:
     busy = iv.with_columns(
         (pl.col("e") - pl.max_horizontal("s", prev.fill_null(pl.col("s")))).clip(0).alias("b")
     )
-    return _num(busy.group_by("rank", "step").agg(pl.col("b").sum())["b"].median())
+    per = busy.group_by("rank", "step").agg(pl.col("b").sum().alias("dur_ns"))
+    return _median_step(per, ctx.kept_steps)
 
 
 class _Replayer:
@@ -822,7 +977,7 @@ class _Replayer:
         self.keep: tuple[frozenset[str], str, str | None] | None = None
         self.kept: Trace | None = None
         st = ctx.trace.steps
-        self.base = _num(st["dur_ns"].median()) if st.height else 0.0
+        self.base = _median_step(st, ctx.kept_steps)
 
     def step(self, on: frozenset[str], end: str = "value", fix: str | None = None) -> float:
         key = (on, end, fix)
@@ -838,7 +993,7 @@ class _Replayer:
                     self.platform.copy_cost_at,
                 )
                 out = replay(self.ctx.trace, inj, self.ctx.threads, costs=rc)
-                host = _num(out.steps["dur_ns"].median())
+                host = _median_step(out.steps, self.ctx.kept_steps)
                 # a fix's replay is bounded by the GPU's work (see _gpu_busy_per_step); the
                 # mechanisms' replays keep the main thread's steps, as the trace's own step does
                 # (its host markers may run a little ahead of the GPU's work: a floor there

@@ -114,6 +114,7 @@ SPLITS = (
     "HELD-OUT-37",
     "HELD-OUT-38",
     "HELD-OUT-39",
+    "HELD-OUT-40",
 )
 
 
