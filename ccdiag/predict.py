@@ -141,7 +141,10 @@ class Prediction(_Model):
         description="every constant used: value, low, high, unit, source"
     )
     n_steps: int
-    baseline_step_ns: int = Field(description="CC off: the median step in the trace")
+    baseline_step_ns: int = Field(
+        description="CC off: the median step in the trace (over the steps that did not begin "
+        "behind GPU work the trace does not hold, as every median of the prediction)"
+    )
     predicted_step_ns: Band = Field(description="CC on: the median step, one-time costs included")
     steady_step_ns: Band = Field(description="CC on without one-time costs (context creation)")
     one_time_ns: int = Field(description="context creation: added once, inside or before the trace")
@@ -1390,6 +1393,13 @@ def _predict(
     if trace.meta.host_only:
         warn.append(
             "the trace has no GPU activity: only host-side costs (launch and sync tolls) are predicted"
+        )
+    if ctx.kept_steps is not None:
+        left = trace.steps.height - ctx.kept_steps.height
+        warn.append(
+            f"{left} of {trace.steps.height} steps left out of the medians: each began behind GPU "
+            "work the trace does not hold (queued before the trace or before a profiler window), "
+            "whose wait depends on steps the trace does not show"
         )
     method = (
         "replay of the CC-off trace (ccdiag.replay: main thread + streams, sync and copy "
