@@ -459,26 +459,56 @@ def _queue_full_waits(
     queued before it ends (HELD-OUT-32's ConvNeXt training: 828 launches, 15.4 ms a step, a
     median 5.5 µs after a row's end). Replayed with its length kept, a counterfactual whose
     queue has drained (CC's blocking copies) still waited there while the GPU idled: predict
-    put the CC step at 71.7 ms for about 56 ms measured."""
+    put the CC step at 71.7 ms for about 56 ms measured.
+
+    Shorter waits are found from the queue's depth: the rows launched before a call and not yet
+    ended when it began. The long waits show the depth at which the queue is full (the median
+    over them, ``QUEUE_FULL_DEPTH`` of it taken as full); a launch that began at that depth, took
+    over ``QUEUE_SHORT_FACTOR`` times the median launch and returned within ``QUEUE_WAKE_NS`` of
+    a row's end waited for it too (HELD-OUT-40's ResNeXt-50 loop: 140 launches a step of
+    20-200 µs, 9.9 ms a step, at the depth of its long waits, 1,135 rows)."""
     out = np.full(s.size, -1)
     d = e - s
     if not launch.any() or ge.size == 0:
         return out
-    long = np.nonzero(
-        launch & (d > max(QUEUE_FULL_MIN_NS, QUEUE_FULL_FACTOR * float(np.median(d[launch]))))
-    )[0]
+    med = float(np.median(d[launch]))
+    long = np.nonzero(launch & (d > max(QUEUE_FULL_MIN_NS, QUEUE_FULL_FACTOR * med)))[0]
     if long.size == 0:
         return out
     # the latest row launched before the call (row's call index < call's) that ended by its end
     order = np.lexsort((ci, ge))
     ges, cis = ge[order], ci[order]
-    for i in long.tolist():
+
+    def released(i: int) -> int:
         j = int(np.searchsorted(ges, e[i], side="right")) - 1
         while j >= 0 and cis[j] >= i:
             j -= 1
         if j >= 0 and e[i] - ges[j] <= QUEUE_WAKE_NS and ges[j] > s[i]:
-            out[i] = order[j]
+            return int(order[j])
+        return -1
+
+    for i in long.tolist():
+        out[i] = released(i)
+    found = out >= 0
+    if int(found.sum()) < QUEUE_MIN_WAITS:
+        return out
+    # depth at each call's start: rows launched by earlier calls less those ended by then
+    depth = np.searchsorted(np.sort(ci), np.arange(s.size), side="left") - np.searchsorted(
+        np.sort(ge), s, side="right"
+    )
+    full = QUEUE_FULL_DEPTH * float(np.median(depth[found]))
+    short = launch & ~found & (d > QUEUE_SHORT_FACTOR * med) & (depth >= full)
+    for i in np.nonzero(short)[0].tolist():
+        out[i] = released(i)
     return out
+
+
+#: The fewest long waits (:func:`_queue_full_waits`) the queue's full depth is read off ...
+QUEUE_MIN_WAITS = 10
+#: ... the share of their median depth at which the queue counts as full ...
+QUEUE_FULL_DEPTH = 0.95
+#: ... and how much longer than the median launch a launch at that depth must take.
+QUEUE_SHORT_FACTOR = 2
 
 
 def _sync_targets(

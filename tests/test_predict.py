@@ -340,6 +340,31 @@ def test_a_launch_queue_wait_is_found_by_the_row_whose_end_released_it() -> None
     assert got.tolist() == [-1] * 10 + [0, -1]
 
 
+def test_a_shorter_launch_at_the_queues_full_depth_waited_for_it_too() -> None:
+    from ccdiag.replay import _queue_full_waits
+
+    # one stream, rows of 100 us back to back from 1 ms; calls 0-49 launch one row each (5 us);
+    # calls 50-61 launch 3 rows each and wait ~300 us for room (the queue stays ~52 rows deep),
+    # each returning 2 us after row 3m ends; call 62, at the same depth, waits only ~100 us
+    # (row 34); call 63 takes 50 us and returns 53 us after row 34 ended, which ended before it
+    # began: not a wait
+    ge = 1_100_000 + 100_000 * np.arange(50 + 3 * 14)
+    ci = np.concatenate([np.arange(50), np.repeat(np.arange(50, 64), 3)])
+    s, e = [i * 1_000 for i in range(50)], [i * 1_000 + 5_000 for i in range(50)]
+    prev = 60_000
+    for m in range(12):
+        s.append(prev)
+        e.append(int(ge[3 * m]) + 2_000)
+        prev = e[-1] + 1_000
+    s += [prev, int(ge[34]) + 3_000]
+    e += [int(ge[34]) + 2_000, int(ge[34]) + 53_000]
+    launch = np.ones(64, dtype=bool)
+    # act
+    got = _queue_full_waits(launch, np.array(s), np.array(e), ci, ge)
+    # assert
+    assert got.tolist() == [-1] * 50 + [3 * m for m in range(12)] + [34, -1]
+
+
 def test_a_drain_worker_is_not_laid_on_the_main_threads_timeline() -> None:
     from ccdiag.ledger.host import thread_roles
     from ccdiag.replay import main_threads
