@@ -18,6 +18,7 @@ python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__ve
 R6="--mechanisms launch,copy --all-subsets --rounds 6 --block-steps 5 --settle-steps 5 --warmup 5"
 R6="$R6 --no-record-shapes --ship baseline,treatment,only_launch,on_copy_pad+copy_sync"
 job tv_train_wrn50 290 X=1 -- tv_train --kw model=wide_resnet50_2 --kw workers=8 --kw batch=96 $R6
-job tv_train_vgg11 260 X=1 -- tv_train --kw model=vgg11_bn --kw workers=8 --kw batch=128 $R6
+# amended before any capture (validation/SPLIT.md): JOBS=wrn50 runs the first job only
+[ "${JOBS:-all}" = wrn50 ] || job tv_train_vgg11 260 X=1 -- tv_train --kw model=vgg11_bn --kw workers=8 --kw batch=128 $R6
 pack_out v43
 t done
