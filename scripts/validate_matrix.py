@@ -115,7 +115,6 @@ SPLITS = (
     "HELD-OUT-38",
     "HELD-OUT-39",
     "HELD-OUT-40",
-    "HELD-OUT-41",
 )
 
 
