@@ -282,15 +282,15 @@ def _with_backlog(trace: Trace, threads: pl.DataFrame) -> tuple[Trace, pl.DataFr
     stream's first row), fill the stream up to the row's start: the trace replays exactly as
     before, and a blocking call that drains the stream waits for that work once.
 
-    Returns:
-        the model trace, and the backlogged rows' (``rank``, ``ce``: their launch's return),
-        from which :func:`_steady_steps` leaves out the steps that began behind unseen work.
-
     While that unseen work ran on an otherwise idle device, a launch that waited for room in
     CUDA's launch queue returned when one of its rows ended: the stand-in is cut there, one row
     per such launch, so that :func:`ccdiag.replay._queue_full_waits` finds what released each
     (in that loop, 116 of the 297 launches over 200 µs, which it missed). The cut takes the
     detector's own thresholds (``QUEUE_FULL_MIN_NS``, ``QUEUE_FULL_FACTOR``), nothing fitted.
+
+    Returns:
+        the model trace, and the backlogged rows' (``rank``, ``ce``: their launch's return),
+        from which :func:`_steady_steps` leaves out the steps that began behind unseen work.
     """
     calls, gpu = model_rows(trace, threads)
     none = pl.DataFrame(schema={"rank": pl.Int64, "ce": pl.Int64})
@@ -415,7 +415,7 @@ def _steady_steps(trace: Trace, behind: pl.DataFrame) -> pl.DataFrame | None:
             w.select("rank", "step").filter(~pl.col("rank").is_in(enough)),
         ]
     )
-    return out.sort("rank", "step")
+    return out.sort("rank", "step") if out.height < st.height else None
 
 
 def _median_step(steps: pl.DataFrame, kept: pl.DataFrame | None) -> float:
@@ -453,9 +453,9 @@ def _queue_cuts(calls: pl.DataFrame, cand: pl.DataFrame) -> dict[tuple, list[int
         )
         for c in lr.filter(pl.col("dur_ns") > floor).iter_rows(named=True):
             e = int(c["_cend"]) - QUEUE_WOKE_NS
-            held = cr.filter((pl.col("ce") <= c["start_ns"]) & (pl.col("start_ns") > e))
-            if held.height:
-                h = held.sort("_wait", descending=True).row(0, named=True)
+            inside = cr.filter((pl.col("ce") <= c["start_ns"]) & (pl.col("start_ns") > e))
+            if inside.height:
+                h = inside.sort("_wait", descending=True).row(0, named=True)
                 out.setdefault(_key(h), []).append(e)
     return {k: sorted(set(v)) for k, v in out.items()}
 

@@ -322,6 +322,32 @@ def test_each_profiler_window_that_starts_behind_unseen_work_gets_its_stand_in()
     assert int(((e - before) <= 100_000).sum()) == long.height
 
 
+def test_a_step_that_began_behind_unseen_work_is_left_out_only_where_two_steps_stay() -> None:
+    from ccdiag.predict import _steady_steps
+    from ccdiag.schema import Trace
+
+    def steps(n: int) -> Trace:
+        st = pl.DataFrame(
+            {
+                "rank": [0] * n,
+                "step": list(range(n)),
+                "start_ns": [i * 100 for i in range(n)],
+                "end_ns": [i * 100 + 100 for i in range(n)],
+            }
+        )
+        return Trace(events=pl.DataFrame(), meta=None, steps=st)  # type: ignore[arg-type]
+
+    behind = pl.DataFrame(
+        {"rank": [0, 0], "ce": [10, 310]}, schema={"rank": pl.Int64, "ce": pl.Int64}
+    )
+    # act / assert: steps 0 and 3 began behind unseen work
+    kept = _steady_steps(steps(5), behind)
+    assert kept is not None and kept["step"].to_list() == [1, 2, 4]
+    # three steps, two of them behind: one would stay, so all stay (None: none left out)
+    two = pl.DataFrame({"rank": [0, 0], "ce": [10, 110]}, schema=behind.schema)
+    assert _steady_steps(steps(3), two) is None
+
+
 def test_a_launch_queue_wait_is_found_by_the_row_whose_end_released_it() -> None:
     from ccdiag.replay import _queue_full_waits
 
