@@ -115,6 +115,7 @@ SPLITS = (
     "HELD-OUT-38",
     "HELD-OUT-39",
     "HELD-OUT-40",
+    "HELD-OUT-41",
 )
 
 

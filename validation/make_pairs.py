@@ -360,8 +360,15 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_resnext50_launch": ("tv_train_resnext50", "only_launch", "HELD-OUT-40"),
     "tv_train_resnext50_copies": ("tv_train_resnext50", "on_copy_pad+copy_sync", "HELD-OUT-40"),
     "tv_train_resnext50_both": ("tv_train_resnext50", "treatment", "HELD-OUT-40"),
-    # HELD-OUT-41 (declared 2026-12-07, scripts/device/run_v43_heldout41.sh) was never captured:
-    # the device refused every start until this session's device time ran out (SPLIT.md)
+    # HELD-OUT-41, declared 2026-12-07 before its capture: scripts/device/run_v43_heldout41.sh
+    # (judges predict's queue waits found by depth; the attribution engine is d625cc1's). Not
+    # captured that afternoon (refused device starts); captured as first declared later (SPLIT.md)
+    "tv_train_wrn50_launch": ("tv_train_wrn50", "only_launch", "HELD-OUT-41"),
+    "tv_train_wrn50_copies": ("tv_train_wrn50", "on_copy_pad+copy_sync", "HELD-OUT-41"),
+    "tv_train_wrn50_both": ("tv_train_wrn50", "treatment", "HELD-OUT-41"),
+    "tv_train_vgg11_launch": ("tv_train_vgg11", "only_launch", "HELD-OUT-41"),
+    "tv_train_vgg11_copies": ("tv_train_vgg11", "on_copy_pad+copy_sync", "HELD-OUT-41"),
+    "tv_train_vgg11_both": ("tv_train_vgg11", "treatment", "HELD-OUT-41"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
