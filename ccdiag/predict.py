@@ -39,12 +39,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ccdiag import apis
 from ccdiag.platforms import Platform, load_platform
 from ccdiag.replay import (
-    QUEUE_FULL_FACTOR,
-    QUEUE_FULL_MIN_NS,
     Injection,
     RowCosts,
     main_threads,
     model_rows,
+    queue_wait_floor,
     replay,
 )
 from ccdiag.schema import Trace
@@ -286,7 +285,7 @@ def _with_backlog(trace: Trace, threads: pl.DataFrame) -> tuple[Trace, pl.DataFr
     CUDA's launch queue returned when one of its rows ended: the stand-in is cut there, one row
     per such launch, so that :func:`ccdiag.replay._queue_full_waits` finds what released each
     (in that loop, 116 of the 297 launches over 200 µs, which it missed). The cut takes the
-    detector's own thresholds (``QUEUE_FULL_MIN_NS``, ``QUEUE_FULL_FACTOR``), nothing fitted.
+    detector's own threshold (:func:`ccdiag.replay.queue_wait_floor`), nothing fitted.
 
     Returns:
         the model trace, and the backlogged rows' (``rank``, ``ce``: their launch's return),
@@ -316,29 +315,42 @@ def _with_backlog(trace: Trace, threads: pl.DataFrame) -> tuple[Trace, pl.DataFr
     )
     lead = cs.group_by("rank", maintain_order=True).first()
     lead = lead.join(threads.group_by("rank").first(), on="rank")
+    leads = {r["rank"]: r for r in lead.iter_rows(named=True)}
     cuts = _queue_cuts(cs, cand.filter(pl.col("_quiet")))
     corr = int(_num(ev["correlation"].max(), 0)) + 1
-    plans = []  # (candidate, times of its stand-in calls, ends of its stand-in rows)
+    # per rank: its calls' starts in order and the latest end of the calls up to each
+    busy = {
+        k[0]: (part["start_ns"].to_numpy(), np.maximum.accumulate(part["_cend"].to_numpy()))
+        for k, part in cs.partition_by("rank", as_dict=True, maintain_order=True).items()
+    }
+    cand = cand.join(
+        cs.select("rank", "ci", pl.col("start_ns").alias("_call_start")),
+        on=["rank", "ci"],
+        how="left",
+        maintain_order="left",
+    )
+    plans = []  # (candidate, its rank's lead call, times of its stand-in calls, their rows' ends)
     n_first = sum(
         len(cuts.get(_key(r), [])) + 1 for r in cand.iter_rows(named=True) if r["_prev_end"] is None
     )
     j = 0
     for r in cand.iter_rows(named=True):
-        l0 = lead.filter(pl.col("rank") == r["rank"])
-        if l0.height == 0:
+        l0r = leads.get(r["rank"])
+        if l0r is None:
             continue
         ends = [*cuts.get(_key(r), []), int(r["start_ns"])]
         if r["_prev_end"] is None:
-            anchor = min(int(l0["start_ns"][0]), int(r["ce"]))
+            anchor = min(int(l0r["start_ns"]), int(r["ce"]))
             times = [anchor - 2 * (n_first - j - k) for k in range(len(ends))]
             j += len(ends)
         else:
-            own = cs.filter((pl.col("rank") == r["rank"]) & (pl.col("ci") == r["ci"]))
-            times = [int(own["start_ns"][0]) - 2 * (len(ends) - k) for k in range(len(ends))]
-            before = cs.filter((pl.col("rank") == r["rank"]) & (pl.col("start_ns") < times[0]))
-            if before.height and _num(before["_cend"].max(), 0) >= times[0]:  # no room for them
+            own = int(r["_call_start"])
+            times = [own - 2 * (len(ends) - k) for k in range(len(ends))]
+            starts, reach = busy[r["rank"]]
+            n = int(np.searchsorted(starts, times[0], side="left"))
+            if n and reach[n - 1] >= times[0]:  # a call before them still runs: no room
                 continue
-        plans.append((r, l0.row(0, named=True), times, ends))
+        plans.append((r, l0r, times, ends))
     new_calls, new_rows = [], []
     for r, l0r, times, ends in plans:
         begin = times[0] + 1 if r["_prev_end"] is None else max(times[0] + 1, int(r["_prev_end"]))
@@ -447,7 +459,7 @@ def _queue_cuts(calls: pl.DataFrame, cand: pl.DataFrame) -> dict[tuple, list[int
         lr = launches.filter(pl.col("rank") == rank)
         if lr.height == 0:
             continue
-        floor = max(QUEUE_FULL_MIN_NS, QUEUE_FULL_FACTOR * _num(lr["dur_ns"].median(), 0))
+        floor = queue_wait_floor(_num(lr["dur_ns"].median(), 0))
         cr = cand.filter(pl.col("rank") == rank).with_columns(
             (pl.col("start_ns") - pl.col("ce")).alias("_wait")
         )

@@ -450,6 +450,12 @@ QUEUE_FULL_FACTOR = 20
 QUEUE_WAKE_NS = 100_000
 
 
+def queue_wait_floor(median_launch_ns: float) -> float:
+    """The length over which a launch call counts as a long wait for room in the launch queue:
+    ``QUEUE_FULL_MIN_NS``, and ``QUEUE_FULL_FACTOR`` times the median launch given."""
+    return max(QUEUE_FULL_MIN_NS, QUEUE_FULL_FACTOR * median_launch_ns)
+
+
 def _queue_full_waits(
     launch: np.ndarray, s: np.ndarray, e: np.ndarray, ci: np.ndarray, ge: np.ndarray
 ) -> np.ndarray:
@@ -472,7 +478,7 @@ def _queue_full_waits(
     if not launch.any() or ge.size == 0:
         return out
     med = float(np.median(d[launch]))
-    long = np.nonzero(launch & (d > max(QUEUE_FULL_MIN_NS, QUEUE_FULL_FACTOR * med)))[0]
+    long = np.nonzero(launch & (d > queue_wait_floor(med)))[0]
     if long.size == 0:
         return out
     # the latest row launched before the call (row's call index < call's) that ended by its end

@@ -673,18 +673,6 @@ WHY_MECH = {
         "predicted, 1.25x the blocking the shim counted in the copies phase (1.73 ms a step; "
         "not explained further)"
     ),
-    ("tv_train_settled_r6_*", "blocked_non_blocking"): (
-        "HELD-OUT-38, judged once at +263 % (11.09 ms): the loop's GPU is busy 27.6 ms of its "
-        "27.5 ms step and the main thread waits inside cudaLaunchKernel for room in the launch "
-        "queue; the shim blocked 11.86 ms a step, but the blocked wait takes the place of the "
-        "queue wait. Changed after that judgement (HELD-OUT-40 judged the first change): each "
-        "of the trace's six profiler windows starts 26-49 ms behind its host with work the trace does not hold; "
-        "predict now stands that work in, so the 116 queue waits it released are found, and "
-        "leaves the windows' first steps out of its medians. Alone the blocked copies now add "
-        "3.30 ms (truth 3.05); beside the padded copies 5.24 ms, since the 1.74 ms a step of "
-        "padding on the host is exposed once the queue has drained (copies together +5.06 ms "
-        "predicted, the pair's delta 3.19 ms, CI 2.42-5.62)"
-    ),
     ("tv_train_mnasnet_*", "launch_toll"): (
         "inside the truth's 95 % CI (0.10-6.25 ms), whose median (3.33 ms) is 1.25x the tolls "
         "the shim spun (2.67 ms a step; 2.63 predicted, 2.73 before predict left out the steps "
