@@ -1353,6 +1353,7 @@ def _predict(
     keep: bool = False,
     partition: bool = True,
     unprofiled_step_ns: float | None = None,
+    alone: dict[str, float] | None = None,
 ) -> tuple[Prediction, Trace | None]:
     plat = platform if isinstance(platform, Platform) else load_platform(platform)
     ctx = _context(trace)
@@ -1397,6 +1398,8 @@ def _predict(
         high=round(steady_band.high + one_time_step * scale["high"]),
     )
     fix_rows = _fixes(ctx, rp, steady, plat) if fixes else []
+    if alone is not None:  # the one-at-a-time replays, mostly cached by the Shapley values
+        alone.update(_alone(ctx, rp, players, ()))
     in_steps = False
     if ctx.context_row is not None:
         row = ctx.calls.filter(pl.col("_row") == ctx.context_row)
@@ -1522,8 +1525,13 @@ def ablation(
     ctx = _context(trace)
     if unprofiled_step_ns:
         calibrate(ctx, plat, unprofiled_step_ns)
-    rp = _Replayer(ctx, plat)
-    players = _active(ctx, plat.at("value"))
+    return _alone(ctx, _Replayer(ctx, plat), _active(ctx, plat.at("value")), fixes)
+
+
+def _alone(
+    ctx: _Ctx, rp: _Replayer, players: list[str], fixes: tuple[str, ...]
+) -> dict[str, float]:
+    """:func:`ablation`'s values from a built context and its replayer."""
     steady = frozenset(players)
     base = rp.base if ctx.calib_u == 0 else rp.step(frozenset())
     out = {"baseline": base, "cc": rp.step(steady)}
@@ -1532,3 +1540,14 @@ def ablation(
     for fx in fixes:
         out[f"fix_{fx}"] = rp.step(steady, "value", fx)
     return out
+
+
+def predict_and_ablation(
+    trace: Trace, platform: Platform | str | Path
+) -> tuple[Prediction, dict[str, float]]:
+    """:func:`predict_trace` (no fixes) and :func:`ablation` from one context and one set of
+    replays: the model of the trace is built once, and the one-at-a-time replays are those the
+    Shapley values already ran."""
+    alone: dict[str, float] = {}
+    pred = _predict(trace, platform, fixes=False, alone=alone)[0]
+    return pred, alone

@@ -162,7 +162,11 @@ def main() -> None:
     later = [r for r in rows if r["rounds"] >= 6 and not r["gpu_bound"]]
     rho = spearman([r["ratio"] for r in host], [r["excess_share"] for r in host])
     six = sorted(
-        {int(str(r["split"])[9:]) for r in rows if r["rounds"] >= 6 and str(r["split"])[9:].isdigit()}
+        {
+            int(n)
+            for r in rows
+            if r["rounds"] >= 6 and (n := str(r["split"]).removeprefix("HELD-OUT-")).isdigit()
+        }
     )
     span = f"HELD-OUT-{six[0]} to {six[-1]}" if six else "no held-out set"
     slower = sum(r["ratio"] > 1.0 for r in host)

@@ -250,6 +250,22 @@ def test_work_queued_before_the_trace_is_waited_for_once_not_every_step() -> Non
     assert lo <= added <= hi, added
 
 
+def test_predict_and_ablation_from_one_model_match_each_on_its_own() -> None:
+    # real trace (validation/flag_reads_launch, a session's shared baseline): the device table
+    # takes the partition and the one-at-a-time replays from one model of the trace; they must
+    # be what predict_trace and ablation give when each builds its own
+    from ccdiag.predict import ablation, predict_and_ablation
+
+    t = trace("validation/flag_reads_launch/baseline.json.gz")
+    plat = load_platform(EMULATED)
+    # act
+    pred, alone = predict_and_ablation(t, plat)
+    # assert
+    assert pred == predict_trace(t, plat, fixes=False)
+    assert alone == ablation(t, plat)
+    assert any(k.startswith("only_") for k in alone), alone
+
+
 def test_launches_that_waited_for_the_launch_queue_wait_for_it_in_the_replay() -> None:
     # regression (real trace, HELD-OUT-32's tv_train_convnext): a GPU-bound training loop whose
     # host runs ~1.5 steps ahead. Only 3 of its 22,831 GPU rows waited for nothing, each 16-78 ms
