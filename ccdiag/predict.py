@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1354,6 +1354,7 @@ def _predict(
     partition: bool = True,
     unprofiled_step_ns: float | None = None,
     alone: dict[str, float] | None = None,
+    shapley_over: tuple[list[frozenset[str]], dict[frozenset[str], dict[str, float]]] | None = None,
 ) -> tuple[Prediction, Trace | None]:
     plat = platform if isinstance(platform, Platform) else load_platform(platform)
     ctx = _context(trace)
@@ -1400,6 +1401,11 @@ def _predict(
     fix_rows = _fixes(ctx, rp, steady, plat) if fixes else []
     if alone is not None:  # the one-at-a-time replays, mostly cached by the Shapley values
         alone.update(_alone(ctx, rp, players, ()))
+    if shapley_over is not None:  # the game restricted to each set (validations' truth form)
+        sets, into = shapley_over
+        for o in sets:
+            phi_o = _shapley([m for m in players if m in o], f)
+            into[o] = {m: phi_o.get(m, 0.0) for m in sorted(o)}
     in_steps = False
     if ctx.context_row is not None:
         row = ctx.calls.filter(pl.col("_row") == ctx.context_row)
@@ -1543,11 +1549,20 @@ def _alone(
 
 
 def predict_and_ablation(
-    trace: Trace, platform: Platform | str | Path
-) -> tuple[Prediction, dict[str, float]]:
-    """:func:`predict_trace` (no fixes) and :func:`ablation` from one context and one set of
-    replays: the model of the trace is built once, and the one-at-a-time replays are those the
-    Shapley values already ran."""
+    trace: Trace,
+    platform: Platform | str | Path,
+    over: Iterable[Iterable[str]] = (),
+) -> tuple[Prediction, dict[str, float], dict[frozenset[str], dict[str, float]]]:
+    """:func:`predict_trace` (no fixes), :func:`ablation`, and predict's Shapley values over each
+    set of mechanisms in ``over``, from one context and one set of replays: the model of the
+    trace is built once, and most replays are those the partition already ran.
+
+    The Shapley values over a set are those of the game restricted to its mechanisms (the others
+    off), the form of an emulator's Shapley truth over the mechanisms it injected; a mechanism
+    of the set that predict does not find in the trace gets 0.
+    """
     alone: dict[str, float] = {}
-    pred = _predict(trace, platform, fixes=False, alone=alone)[0]
-    return pred, alone
+    sets = [frozenset(o) for o in over]
+    shap: dict[frozenset[str], dict[str, float]] = {}
+    pred = _predict(trace, platform, fixes=False, alone=alone, shapley_over=(sets, shap))[0]
+    return pred, alone, shap

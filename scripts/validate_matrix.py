@@ -116,6 +116,7 @@ SPLITS = (
     "HELD-OUT-39",
     "HELD-OUT-40",
     "HELD-OUT-41",
+    "HELD-OUT-42",
 )
 
 

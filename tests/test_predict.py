@@ -258,12 +258,16 @@ def test_predict_and_ablation_from_one_model_match_each_on_its_own() -> None:
 
     t = trace("validation/flag_reads_launch/baseline.json.gz")
     plat = load_platform(EMULATED)
+    one, both = frozenset({"launch_toll"}), frozenset({"launch_toll", "serialized_copies"})
     # act
-    pred, alone = predict_and_ablation(t, plat)
+    pred, alone, shap = predict_and_ablation(t, plat, [one, both])
     # assert
     assert pred == predict_trace(t, plat, fixes=False)
     assert alone == ablation(t, plat)
     assert any(k.startswith("only_") for k in alone), alone
+    # Shapley over one mechanism is that mechanism alone; over two, they add to both on
+    assert shap[one]["launch_toll"] == pytest.approx(alone["only_launch_toll"] - alone["baseline"])
+    assert sum(shap[both].values()) > shap[one]["launch_toll"] > 0, shap
 
 
 def test_launches_that_waited_for_the_launch_queue_wait_for_it_in_the_replay() -> None:

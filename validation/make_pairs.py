@@ -369,6 +369,14 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_vgg11_launch": ("tv_train_vgg11", "only_launch", "HELD-OUT-41"),
     "tv_train_vgg11_copies": ("tv_train_vgg11", "on_copy_pad+copy_sync", "HELD-OUT-41"),
     "tv_train_vgg11_both": ("tv_train_vgg11", "treatment", "HELD-OUT-41"),
+    # HELD-OUT-42, declared 2026-12-07 before its capture: scripts/device/run_v44_heldout42.sh
+    # (the first set judged by predict's same-form protocol; the attribution engine is d625cc1's)
+    "tv_train_alexnet_launch": ("tv_train_alexnet", "only_launch", "HELD-OUT-42"),
+    "tv_train_alexnet_copies": ("tv_train_alexnet", "on_copy_pad+copy_sync", "HELD-OUT-42"),
+    "tv_train_alexnet_both": ("tv_train_alexnet", "treatment", "HELD-OUT-42"),
+    "tv_train_swint_launch": ("tv_train_swint", "only_launch", "HELD-OUT-42"),
+    "tv_train_swint_copies": ("tv_train_swint", "on_copy_pad+copy_sync", "HELD-OUT-42"),
+    "tv_train_swint_both": ("tv_train_swint", "treatment", "HELD-OUT-42"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
