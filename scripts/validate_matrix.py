@@ -598,7 +598,15 @@ def main() -> None:
                 "GPU-bound, never trained before, 6 rounds of 5), declared to judge a change to "
                 "`ccdiag predict` and judged once with the same attribution engine (0 of 3 "
                 "resolved truths within ±15 %, 7 of 9 unresolved ones containing ccdiag's "
-                "number, not-injected < 3 % in 6 of 6 pairs). "
+                "number, not-injected < 3 % in 6 of 6 pairs); HELD-OUT-41 (torchvision Wide "
+                "ResNet-50-2 and VGG-11-BN training, GPU-bound, never trained before), declared "
+                "to judge a second change to `ccdiag predict`, captured on an H100 a session "
+                "later as first declared and judged once with the same engine (1 of 8 resolved "
+                "truths within ±15 %: VGG-11-BN's profiled deltas over three times their "
+                "truths'); HELD-OUT-42 (torchvision AlexNet training, a copy-heavy GPU-bound "
+                "step; its Swin-T job ran past its budget and was dropped), declared to judge "
+                "predict in the truth's own form and judged once with the same engine (1 of 4 "
+                "resolved truths within ±15 %; host_slowdown 8 % and 16 % in the copies pairs). "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",

@@ -59,3 +59,34 @@ def test_device_validation_doc_is_fresh() -> None:
         text=True,
     )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_same_form_rows_are_judged_from_their_declared_set_on() -> None:
+    import validate_predict_emulated as vpe
+
+    # arrange: a row of a pair that injected two mechanisms, its Shapley truth resolved
+    row = {
+        "pair": "p_both",
+        "split": "HELD-OUT-42",
+        "mechanism": "blocked_non_blocking",
+        "pred": 2.2e6,
+        "truth": 3.1e6,
+        "ci": [-1e5, 6e6],
+        "judged": False,
+        "modelled": True,
+        "form": "shapley",
+        "same": 2.2e6,
+        "same_truth": 4.2e6,
+        "same_ci": [3.5e6, 5.8e6],
+        "same_judged": True,
+    }
+    # act
+    verdict = vpe._mech_verdict(row, "same_")
+    why = vpe._why_mech([row, {**row, "split": "HELD-OUT-41"}])
+    # assert: the same-form column has its own truth; only the declared sets list its misses
+    assert verdict == ("-48 %", "**no**")
+    assert vpe._mech_verdict(row) == ("-", "noise")
+    assert [w for w in why if "same form" in w] == [
+        "- `p_both` blocked_non_blocking, same form (Shapley, -48 %): not explained."
+    ]
+    assert [vpe._held_out_number(s) for s in ("HELD-OUT", "HELD-OUT-42", "TUNE")] == [1, 42, 0]
