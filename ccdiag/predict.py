@@ -1283,7 +1283,7 @@ def predict_with_trace(
     """:func:`predict_trace` and the predicted CC-on run itself (the replayed trace, one-time
     costs included), for validations that compare it with a real CC run. ``partition=False``
     skips the Shapley replays (``mechanisms`` then holds only the one-time setup)."""
-    pred, kept = _predict(trace, platform, fixes=fixes, keep=True, partition=partition)
+    pred, kept, _, _ = _predict(trace, platform, fixes=fixes, keep=True, partition=partition)
     assert kept is not None
     return pred, kept
 
@@ -1353,9 +1353,9 @@ def _predict(
     keep: bool = False,
     partition: bool = True,
     unprofiled_step_ns: float | None = None,
-    alone: dict[str, float] | None = None,
-    shapley_over: tuple[list[frozenset[str]], dict[frozenset[str], dict[str, float]]] | None = None,
-) -> tuple[Prediction, Trace | None]:
+) -> tuple[Prediction, Trace | None, _Replayer, list[str]]:
+    """The prediction, the predicted run when ``keep``, and the replayer and mechanisms it was
+    made with (for validations that ask it more)."""
     plat = platform if isinstance(platform, Platform) else load_platform(platform)
     ctx = _context(trace)
     notes: list[str] = []
@@ -1399,13 +1399,6 @@ def _predict(
         high=round(steady_band.high + one_time_step * scale["high"]),
     )
     fix_rows = _fixes(ctx, rp, steady, plat) if fixes else []
-    if alone is not None:  # the one-at-a-time replays, mostly cached by the Shapley values
-        alone.update(_alone(ctx, rp, players, ()))
-    if shapley_over is not None:  # the game restricted to each set (validations' truth form)
-        sets, into = shapley_over
-        for o in sets:
-            phi_o = _shapley([m for m in players if m in o], f)
-            into[o] = {m: phi_o.get(m, 0.0) for m in sorted(o)}
     in_steps = False
     if ctx.context_row is not None:
         row = ctx.calls.filter(pl.col("_row") == ctx.context_row)
@@ -1448,7 +1441,7 @@ def _predict(
         method=method,
     )
     kept = _without_backlog(rp.kept, ctx.n_orig) if rp.kept is not None else None
-    return pred, kept
+    return pred, kept, rp, players
 
 
 def _fixes(ctx: _Ctx, rp: _Replayer, steady: frozenset[str], plat: Platform) -> list[FixPrediction]:
@@ -1561,8 +1554,9 @@ def predict_and_ablation(
     off), the form of an emulator's Shapley truth over the mechanisms it injected; a mechanism
     of the set that predict does not find in the trace gets 0.
     """
-    alone: dict[str, float] = {}
-    sets = [frozenset(o) for o in over]
-    shap: dict[frozenset[str], dict[str, float]] = {}
-    pred = _predict(trace, platform, fixes=False, alone=alone, shapley_over=(sets, shap))[0]
-    return pred, alone, shap
+    pred, _, rp, players = _predict(trace, platform, fixes=False)
+    shap = {}
+    for o in map(frozenset, over):  # the game restricted to each set, on the same replays
+        phi = _shapley([m for m in players if m in o], rp.step)
+        shap[o] = {m: phi.get(m, 0.0) for m in sorted(o)}
+    return pred, _alone(rp.ctx, rp, players, ()), shap

@@ -744,9 +744,8 @@ def _why_mech(rows: list[dict[str, Any]]) -> list[str]:
     from HELD-OUT-``SAME_FORM_FROM`` on, the same-form column's misses too."""
     from fnmatch import fnmatch
 
-    out = []
-    for m in rows:
-        why = next(
+    def why(m: dict[str, Any]) -> str:
+        return next(
             (
                 w
                 for (pat, mech), w in WHY_MECH.items()
@@ -754,9 +753,12 @@ def _why_mech(rows: list[dict[str, Any]]) -> list[str]:
             ),
             "not explained",
         )
+
+    out = []
+    for m in rows:
         if m["judged"] and not _within(m["pred"], m["truth"]):
             e = m["pred"] / m["truth"] - 1
-            out.append(f"- `{m['pair']}` {m['mechanism']} ({_pct(e)}): {why}.")
+            out.append(f"- `{m['pair']}` {m['mechanism']} ({_pct(e)}): {why(m)}.")
         if (
             m.get("same_judged")
             and _held_out_number(str(m["split"])) >= SAME_FORM_FROM
@@ -764,7 +766,9 @@ def _why_mech(rows: list[dict[str, Any]]) -> list[str]:
         ):
             e = m["same"] / m["same_truth"] - 1
             form = "Shapley" if m["form"] == "shapley" else "alone"
-            out.append(f"- `{m['pair']}` {m['mechanism']}, same form ({form}, {_pct(e)}): {why}.")
+            out.append(
+                f"- `{m['pair']}` {m['mechanism']}, same form ({form}, {_pct(e)}): {why(m)}."
+            )
     return ["", "Why the misses miss:", "", *out] if out else []
 
 
