@@ -117,6 +117,7 @@ SPLITS = (
     "HELD-OUT-40",
     "HELD-OUT-41",
     "HELD-OUT-42",
+    "HELD-OUT-43",
 )
 
 

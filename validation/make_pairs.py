@@ -375,6 +375,10 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_alexnet_copies": ("tv_train_alexnet", "on_copy_pad+copy_sync", "HELD-OUT-42"),
     "tv_train_alexnet_both": ("tv_train_alexnet", "treatment", "HELD-OUT-42"),
     # (its Swin-T job ran past its 300 s budget, rc 124, and was dropped: SPLIT.md)
+    # HELD-OUT-43, declared 2026-12-07 before its capture: scripts/device/run_v45_heldout43.sh
+    "tv_train_mnv3s_launch": ("tv_train_mnv3s", "only_launch", "HELD-OUT-43"),
+    "tv_train_mnv3s_copies": ("tv_train_mnv3s", "on_copy_pad+copy_sync", "HELD-OUT-43"),
+    "tv_train_mnv3s_both": ("tv_train_mnv3s", "treatment", "HELD-OUT-43"),
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -450,6 +454,11 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     # (reference twins: the TUNE pairs of the same loops and injections, other sessions)
     "serve_graph_drain_nsys_il": ("serve_graph_drain", "HELD-OUT-21"),
     "serve_eager_async_nsys_il": ("serve_eager_async", "HELD-OUT-21"),
+    # HELD-OUT-43, declared 2026-12-07 before its capture: scripts/device/run_v45_heldout43.sh
+    # (reference twins: the same loop's Kineto pairs of the same device call)
+    "tv_train_mnv3s_nsys_il": ("tv_train_mnv3s_both", "HELD-OUT-43"),
+    "tv_train_mnv3s_launch_nsys_il": ("tv_train_mnv3s_launch", "HELD-OUT-43"),
+    "tv_train_mnv3s_copies_nsys_il": ("tv_train_mnv3s_copies", "HELD-OUT-43"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -479,6 +488,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_olmo_cpuonly_nsys_il": ("hf_generate_olmo_cpu_nsys_il", "only_cpu"),
     "hf_generate_granite_cpu_nsys_il": ("hf_generate_granite_cpu_nsys_il", "treatment"),
     "hf_generate_granite_cpuonly_nsys_il": ("hf_generate_granite_cpu_nsys_il", "only_cpu"),
+    "tv_train_mnv3s_launch_nsys_il": ("tv_train_mnv3s_nsys_il", "only_launch"),
+    "tv_train_mnv3s_copies_nsys_il": ("tv_train_mnv3s_nsys_il", "on_copy_pad+copy_sync"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.
