@@ -36,7 +36,8 @@ class SerializedCopies(Rule):
     Host work that became exposed because a copy now blocks is ``blocked_non_blocking`` (CP02).
     Copy time that an async copy would have hidden but a blocked one exposes is shared with CP02
     (half each, the Shapley split of an interaction): see CP02's Evidence. A padding kernel right
-    after a copy (``Pair.copy_padding``) is the copy's cost: ``rules/_copies.with_gpu_padding``.
+    after a copy (``Pair.copy_padding``) is the copy's cost (``_copies.with_gpu_padding``), and so
+    is a host gap after a copy call no op issued that grew more than its like (``_copies._beside``).
 
     ## Example
     ``tests/rules/cases/serialized-copies.yaml`` ``fires_when_copies_pay_a_toll``. Published
@@ -127,14 +128,13 @@ class SerializedCopies(Rule):
         )
         conf = "high" if grew and (ft["r2"] or 0) > 0.8 else "medium"
         is_small = pl.col("bytes") < self.options.small_bytes
+        small_sync = is_small & pl.col("blocking")
         small = ct.filter(is_small)
         large = float(ct.filter(pl.col("bytes") >= 1 << 20)["latency_ns"].sum())
         removal = cp.with_gpu_padding(cp.serialization_removal(ctx.matched), ctx)
         facts = {
             "n_small": stats.per_step_median(small, pl.len()),
-            "n_small_sync": stats.per_step_median(
-                cb.filter(is_small & pl.col("blocking")), pl.len()
-            ),
+            "n_small_sync": stats.per_step_median(cb.filter(small_sync), pl.len()),
             "toll_ns": max(ft["toll_ns"] - max(fit["baseline"]["toll_ns"], 0), 0),
             "large_share": large / max(float(ct["latency_ns"].sum()), 1.0),
         }

@@ -118,6 +118,7 @@ SPLITS = (
     "HELD-OUT-41",
     "HELD-OUT-42",
     "HELD-OUT-43",
+    "HELD-OUT-44",
 )
 
 

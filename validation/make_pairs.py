@@ -376,9 +376,8 @@ PAIRS: dict[str, tuple[str, str, str]] = {
     "tv_train_alexnet_both": ("tv_train_alexnet", "treatment", "HELD-OUT-42"),
     # (its Swin-T job ran past its 300 s budget, rc 124, and was dropped: SPLIT.md)
     # HELD-OUT-43, declared 2026-12-07 before its capture: scripts/device/run_v45_heldout43.sh
-    "tv_train_mnv3s_launch": ("tv_train_mnv3s", "only_launch", "HELD-OUT-43"),
-    "tv_train_mnv3s_copies": ("tv_train_mnv3s", "on_copy_pad+copy_sync", "HELD-OUT-43"),
-    "tv_train_mnv3s_both": ("tv_train_mnv3s", "treatment", "HELD-OUT-43"),
+    # (its Kineto job ran past its 200 s budget, rc 124, and was dropped: SPLIT.md; the nsys
+    # pairs below have no reference twin)
 }
 
 #: nsys pair -> (its Kineto twin, whose single-session ablation is the reference truth; split)
@@ -459,6 +458,11 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "tv_train_mnv3s_nsys_il": ("tv_train_mnv3s_both", "HELD-OUT-43"),
     "tv_train_mnv3s_launch_nsys_il": ("tv_train_mnv3s_launch", "HELD-OUT-43"),
     "tv_train_mnv3s_copies_nsys_il": ("tv_train_mnv3s_copies", "HELD-OUT-43"),
+    # HELD-OUT-44, declared 2026-12-07 before its capture: scripts/device/run_v46_heldout44.sh
+    # (no Kineto twin: no reference truth)
+    "tv_train_regnetx_nsys_il": ("tv_train_regnetx_both", "HELD-OUT-44"),
+    "tv_train_regnetx_launch_nsys_il": ("tv_train_regnetx_launch", "HELD-OUT-44"),
+    "tv_train_regnetx_copies_nsys_il": ("tv_train_regnetx_copies", "HELD-OUT-44"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -490,6 +494,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "hf_generate_granite_cpuonly_nsys_il": ("hf_generate_granite_cpu_nsys_il", "only_cpu"),
     "tv_train_mnv3s_launch_nsys_il": ("tv_train_mnv3s_nsys_il", "only_launch"),
     "tv_train_mnv3s_copies_nsys_il": ("tv_train_mnv3s_nsys_il", "on_copy_pad+copy_sync"),
+    "tv_train_regnetx_launch_nsys_il": ("tv_train_regnetx_nsys_il", "only_launch"),
+    "tv_train_regnetx_copies_nsys_il": ("tv_train_regnetx_nsys_il", "on_copy_pad+copy_sync"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.

@@ -49,14 +49,14 @@ MAX_DIFF = 20_000
 #: Columns of a side's calls carried onto the matched frame (prefixed b_ / t_).
 SIDE_COLS = (
     "ev_row", "dur", "raw_dur", "gap", "gap_after", "start_ns", "gpu_dur", "blocking", "gpu_row",
-    "tail", "hcopy", "bytes", "next_ev_row",
+    "tail", "hcopy", "bytes", "next_ev_row", "bare",
 )  # fmt: skip
 
 #: Columns of the calls :func:`_prepare` reads (those present).
 PREPARE_COLS = (
     "rank", "step", "name", "cls", "gpu_name", "ev_row", "eff_ns", "raw_dur_ns", "dur_ns",
     "gap_ns", "w_end", "end_ns", "start_ns", "gpu_dur", "gpu_start", "blocking", "gpu_row",
-    "bytes", "copy_kind", "src_mem", "dst_mem",
+    "bytes", "copy_kind", "src_mem", "dst_mem", "external_id",
 )  # fmt: skip
 
 
@@ -176,6 +176,10 @@ def _prepare(
             after_copy.otherwise(0).fill_null(0).cast(pl.Int64).alias("tail"),
             hcopy.alias("hcopy"),
             col("bytes", null).cast(pl.Int64).alias("bytes"),
+            # a call no cpu_op issued (Nsight Systems): what an interposer adds beside it lies
+            # in the gaps around it, not in an op that :func:`ccdiag.ledger.host._extend_copies`
+            # could extend the call to
+            col("external_id", null).is_null().alias("bare"),
             _ordinal_in_step().alias("k"),
             pl.col("_kid"),
         )
