@@ -37,11 +37,12 @@ VAL = ROOT / "validation"
 
 
 def pairs() -> list[tuple[Path, dict]]:
-    """Toll-only and copies-only torchvision training pairs, with their ground_truth.json."""
+    """Toll-only and copies-only torchvision training pairs, with their ground_truth.json
+    (Kineto pairs: the host-code control reads cpu_ops, which an nsys export has none of)."""
     out = []
     for d in sorted(VAL.glob("tv_train*")):
         f = d / "ground_truth.json"
-        if not f.exists() or "_inside_synth" in d.name:
+        if not f.exists() or "_inside_synth" in d.name or not (d / "baseline.json.gz").exists():
             continue
         g = json.loads(f.read_text())
         mech = set(g["mechanisms"])
