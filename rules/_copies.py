@@ -459,6 +459,23 @@ def _beside(matched: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     return call_rows(x, "t_next_ev_row", gap=grown.cast(pl.Int64)).filter(pl.col("gap_ns") > 0)
 
 
+def memory_kinds(copies: pl.DataFrame) -> list[dict[str, Any]]:
+    """CP01's evidence: the copies' memory kinds (``src->dst``), most frequent first."""
+    kinds = copies.with_columns(pl.format("{}->{}", "src_mem", "dst_mem").alias("kinds"))
+    return stats.top_list(kinds, "kinds", copies=pl.len())
+
+
+def beside_per_copy(matched: pl.DataFrame) -> float:
+    """What :func:`_beside` reads beside the host copy calls, per matched copy call (ns): the
+    part of a copy's exposed latency that an interposer placed in the gap after the call, for
+    CP01's test of whether copies got slower (HELD-OUT-44: RegNetX-400MF's calls grew 1.16x,
+    the 1.75 ms pad a step beside them; the rule did not fire and paid none of it)."""
+    rows = matched.filter(pl.col("t_hcopy"))
+    if rows.height == 0:
+        return 0.0
+    return float(_beside(matched, rows)["gap_ns"].sum()) / rows.height
+
+
 def serialization_removal(matched: pl.DataFrame) -> Removal:
     """CP01's counterfactual on matched host copies: the GPU copy back at its baseline duration;
     a blocking call's padding after its copy ended out (in the call when the call covered its
