@@ -119,6 +119,7 @@ SPLITS = (
     "HELD-OUT-42",
     "HELD-OUT-43",
     "HELD-OUT-44",
+    "HELD-OUT-45",
 )
 
 

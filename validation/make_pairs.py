@@ -463,6 +463,11 @@ NSYS_PAIRS: dict[str, tuple[str, str]] = {
     "tv_train_regnetx_nsys_il": ("tv_train_regnetx_both", "HELD-OUT-44"),
     "tv_train_regnetx_launch_nsys_il": ("tv_train_regnetx_launch", "HELD-OUT-44"),
     "tv_train_regnetx_copies_nsys_il": ("tv_train_regnetx_copies", "HELD-OUT-44"),
+    # HELD-OUT-45, declared 2026-12-08 before its capture: scripts/device/run_v47_heldout45.sh
+    # (no Kineto twin: no reference truth)
+    "tv_eval_mnasnet_nsys_il": ("tv_eval_mnasnet_both", "HELD-OUT-45"),
+    "tv_eval_mnasnet_launch_nsys_il": ("tv_eval_mnasnet_launch", "HELD-OUT-45"),
+    "tv_eval_mnasnet_copies_nsys_il": ("tv_eval_mnasnet_copies", "HELD-OUT-45"),
 }
 
 #: nsys pair -> (raw run folder, shipped treatment phase) where it is not (the pair, treatment):
@@ -496,6 +501,8 @@ NSYS_PHASE: dict[str, tuple[str, str]] = {
     "tv_train_mnv3s_copies_nsys_il": ("tv_train_mnv3s_nsys_il", "on_copy_pad+copy_sync"),
     "tv_train_regnetx_launch_nsys_il": ("tv_train_regnetx_nsys_il", "only_launch"),
     "tv_train_regnetx_copies_nsys_il": ("tv_train_regnetx_nsys_il", "on_copy_pad+copy_sync"),
+    "tv_eval_mnasnet_launch_nsys_il": ("tv_eval_mnasnet_nsys_il", "only_launch"),
+    "tv_eval_mnasnet_copies_nsys_il": ("tv_eval_mnasnet_nsys_il", "on_copy_pad+copy_sync"),
 }
 
 #: B200 constants (ccdiag/emulate/platforms.py) used for the synthetic inside-the-call pairs.
