@@ -614,7 +614,12 @@ def main() -> None:
                 "first DataLoader loop under nsys; its Kineto twin ran past its budget and was "
                 "dropped), judged once with the same engine (2 of 5 resolved truths within "
                 "±15 %, unattributed ≤ 10 % in 0 of 3: CP01 paid 0.10 of the 1.74 ms the shim "
-                "padded beside each copy call, an engine gap mended on it since). "
+                "padded beside each copy call, an engine gap mended on it since); HELD-OUT-44 "
+                "(torchvision RegNetX-400MF training under Nsight Systems), declared to judge "
+                "that mend and judged once with it (2 of 2 resolved truths within ±15 %, "
+                "unattributed ≤ 10 % in 2 of 3: the mend measured the pad beside the call but "
+                "CP01's firing test read the calls' latency alone and did not fire; mended on it "
+                "since). HELD-OUT-45 (MNASNet inference under nsys) is declared, not captured. "
                 "A truth whose CI includes 0 is *unresolved*: it is only checked to contain "
                 "ccdiag's number.",
                 "",
