@@ -465,27 +465,28 @@ def memory_kinds(copies: pl.DataFrame) -> list[dict[str, Any]]:
     return stats.top_list(kinds, "kinds", copies=pl.len())
 
 
-def beside_per_copy(matched: pl.DataFrame) -> float:
-    """What :func:`_beside` reads beside the host copy calls, per matched copy call (ns): the
-    part of a copy's exposed latency that an interposer placed in the gap after the call, for
-    CP01's test of whether copies got slower (HELD-OUT-44: RegNetX-400MF's calls grew 1.16x,
-    the 1.75 ms pad a step beside them; the rule did not fire and paid none of it)."""
+def beside(matched: pl.DataFrame) -> tuple[pl.DataFrame, float]:
+    """The pads an interposer placed beside the host copy calls (:func:`_beside`): their removal
+    rows, for :func:`serialization_removal`, and their sum per matched copy call (ns), the part of
+    a copy's exposed latency in the gap after the call, for CP01's test of whether copies got
+    slower (HELD-OUT-44: RegNetX-400MF's calls grew 1.16x, the 1.75 ms pad a step beside them;
+    the rule did not fire and paid none of it). Worked out once, for both."""
     rows = matched.filter(pl.col("t_hcopy"))
-    if rows.height == 0:
-        return 0.0
-    return float(_beside(matched, rows)["gap_ns"].sum()) / rows.height
+    side = _beside(matched, rows)
+    return side, float(side["gap_ns"].sum()) / max(rows.height, 1)
 
 
-def serialization_removal(matched: pl.DataFrame) -> Removal:
+def serialization_removal(matched: pl.DataFrame, side: pl.DataFrame) -> Removal:
     """CP01's counterfactual on matched host copies: the GPU copy back at its baseline duration;
     a blocking call's padding after its copy ended out (in the call when the call covered its
-    copy, else beside it); a non-blocking call's own growth (host staging) out."""
+    copy, else beside it); a non-blocking call's own growth (host staging) out; the pads beside
+    calls no op issued (``side``: :func:`beside`) out of the gaps they lie in."""
     rows = matched.filter(pl.col("t_hcopy"))
     own = pl.when(~pl.col("t_blocking")).then(pl.col("t_dur") - pl.col("b_dur")).otherwise(0)
     covered = pl.col("t_raw_dur") >= pl.col("t_dur")  # the traced call itself blocked
     host = own + pl.when(covered).then(_pre_growth()).otherwise(_pad())
     eps = pl.when(covered).then(_pad()).otherwise(0)
-    calls = pl.concat([_removal(rows, host, eps, pl.lit(False)), _beside(matched, rows)])
+    calls = pl.concat([_removal(rows, host, eps, pl.lit(False)), side])
     gpu = rows.filter(pl.col("t_gpu_row").is_not_null()).select(
         pl.col("t_gpu_row").alias("ev_row"),
         (pl.col("t_gpu_dur") - pl.col("b_gpu_dur"))

@@ -96,7 +96,7 @@ class SerializedCopies(Rule):
         if cb.height == 0 or ct.height == 0:
             return Outcome.clean("no host-crossing copies on the main thread")
         mb, mt = float(cb["latency_ns"].median()), float(ct["latency_ns"].median())
-        side = cp.beside_per_copy(ctx.matched)  # a pad spun beside the call is latency too
+        side_rows, side = cp.beside(ctx.matched)  # a pad spun beside the call is latency too
         fit = stats.both(cp.fit_toll_bandwidth, cb, ct)
         ov = stats.both(cp.copy_overlap, cb, ct)
         cb_, ct_ = (ov[k]["concurrency"] or 1.0 for k in ("baseline", "treatment"))
@@ -130,7 +130,7 @@ class SerializedCopies(Rule):
         small_sync = is_small & pl.col("blocking")
         small = ct.filter(is_small)
         large = float(ct.filter(pl.col("bytes") >= 1 << 20)["latency_ns"].sum())
-        removal = cp.with_gpu_padding(cp.serialization_removal(ctx.matched), ctx)
+        removal = cp.with_gpu_padding(cp.serialization_removal(ctx.matched, side_rows), ctx)
         facts = {
             "n_small": stats.per_step_median(small, pl.len()),
             "n_small_sync": stats.per_step_median(cb.filter(small_sync), pl.len()),

@@ -478,7 +478,7 @@ def test_class3_a_copy_pad_beside_the_call_under_nsys_is_the_copys(
     is still unattributed: not the copies' (their paid cost is checked), left as a miss.
     HELD-OUT-44 (RegNetX-400MF, judged once): the pad was measured beside the call but CP01 did
     not fire, its test reading the calls' latency alone (1.16x); the pad beside the call is
-    latency in that test now (``_copies.beside_per_copy``)."""
+    latency in that test now (``_copies.beside``)."""
     r, g = _report(pair), _truth(pair)
     injected = g["injected_ns_per_step"]["serialized_copies"]
     cp = next(a for a in r.attribution if a.mechanism == "serialized_copies")
